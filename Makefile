@@ -1,0 +1,156 @@
+# hpc.balance — every target installs what it needs (Debian 12, run as root) and is safe to run again.
+#
+#   make demo            build the local lab, run playbooks/site.yml on it, print the audit, tear the lab down (KEEP=1 keeps it)
+#   make test            everything CI runs: lint, sanity, units, package tests, molecule scenarios
+#   eval "$(make -s env)"   use ansible-playbook / ansible-doc / molecule from this checkout in your shell
+#
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VENV := $(ROOT)/.venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+WORK := $(ROOT)/.work
+# The checkout seen as an installed collection: <COLLECTIONS>/ansible_collections/hpc/balance -> $(ROOT)
+COLLECTIONS := $(VENV)/collections
+COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/hpc/balance
+PREFIX ?= hb
+LAB ?= netns
+LAB_STATE := $(ROOT)/.lab/$(PREFIX)
+SCENARIO ?=
+REPORT_DIR ?= $(ROOT)/report
+
+# Debian packages, pinned to the bookworm versions this project is tested with. One apt-get call installs them all.
+APT_PACKAGES := \
+	keepalived=1:2.2.7-1+b2 \
+	ipvsadm=1:1.31-1+b1 \
+	iperf3=3.12-1+deb12u2 \
+	openssh-server=1:9.2p1-2+deb12u10 \
+	openssh-client=1:9.2p1-2+deb12u10 \
+	iputils-arping=3:20221126-1+deb12u1 \
+	iputils-ping=3:20221126-1+deb12u1 \
+	iproute2=6.1.0-3 \
+	nftables=1.0.6-2+deb12u2 \
+	netcat-openbsd=1.219-1 \
+	tcpdump=4.99.3-1 \
+	shellcheck=0.9.0-1 \
+	rsync=3.5.0+ds1-0+deb12u1 \
+	python3-venv=3.11.2-1+b1
+APT_STAMP := $(WORK)/stamps/apt.$(shell echo '$(APT_PACKAGES)' | md5sum | cut -c1-12)
+VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(ROOT)/requirements/*.txt 2>/dev/null | md5sum | cut -c1-12)
+GET_PIP := $(WORK)/home/.ansible/test/cache/get_pip_24_2.py
+
+# Everything below runs with its own HOME so nothing leaks into the user's home directory.
+TOOL_ENV := \
+	HOME=$(WORK)/home \
+	XDG_CACHE_HOME=$(WORK)/cache \
+	PATH=$(BIN):$$PATH \
+	ANSIBLE_HOME=$(WORK)/ansible \
+	ANSIBLE_COLLECTIONS_PATH=$(COLLECTIONS) \
+	ANSIBLE_ROLES_PATH=$(ROOT)/roles \
+	ANSIBLE_LOCAL_TEMP=$(WORK)/ansible/tmp \
+	ANSIBLE_FORCE_COLOR=0 \
+	ANSIBLE_NOCOWS=1 \
+	ANSIBLE_STDOUT_CALLBACK=ansible.builtin.default \
+	ANSIBLE_CALLBACK_RESULT_FORMAT=yaml \
+	ANSIBLE_SSH_CONTROL_PATH_DIR=$(WORK)/cp \
+	PIP_DISABLE_PIP_VERSION_CHECK=1 \
+	PYTHONDONTWRITEBYTECODE=1
+
+.PHONY: help setup apt venv env lint sanity units moe-test molecule test demo lab-up lab-down lab-status bench clean
+
+help:
+	@sed -n '2,7p' $(ROOT)/Makefile | sed 's/^# \{0,1\}//'
+
+## ---------------------------------------------------------------- setup
+setup: apt venv
+
+apt: $(APT_STAMP)
+$(APT_STAMP):
+	@mkdir -p $(dir $@)
+	@bash $(ROOT)/tools/apt_ensure.sh $(APT_PACKAGES)
+	@touch $@
+
+venv: $(VENV_STAMP) $(COLLECTION_LINK) $(GET_PIP)
+$(VENV_STAMP): $(APT_STAMP)
+	@mkdir -p $(dir $@)
+	@[ -x $(PY) ] || python3 -m venv $(VENV)
+	@echo "setup: installing pinned Python packages into .venv (requirements/dev.txt, requirements/moe.txt)"
+	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
+	@if [ -f $(ROOT)/requirements/moe.txt ]; then $(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/moe.txt 2> >(grep -v "is ignored: it is neither" >&2); fi
+	@$(BIN)/pip check >/dev/null
+	@touch $@
+
+$(COLLECTION_LINK):
+	@mkdir -p $(dir $@)
+	@ln -sfn $(ROOT) $@
+
+# ansible-test fetches a pip bootstrap script from a host that clusters and this lab cannot reach; this stand-in
+# installs the same pip release from the configured package index instead.
+$(GET_PIP): $(ROOT)/tests/sanity/get_pip_offline.py
+	@mkdir -p $(dir $@)
+	@cp $< $@
+
+env: venv
+	@echo 'export PATH="$(BIN):$$PATH"'
+	@echo 'export ANSIBLE_COLLECTIONS_PATH="$(COLLECTIONS)"'
+	@echo 'export ANSIBLE_ROLES_PATH="$(ROOT)/roles"'
+	@echo 'export ANSIBLE_CALLBACK_RESULT_FORMAT=yaml'
+
+## ---------------------------------------------------------------- checks
+lint: venv
+	@echo "== ruff"
+	@$(TOOL_ENV) ruff check $(ROOT)
+	@echo "== ansible-lint (production profile)"
+	@cd $(ROOT) && $(TOOL_ENV) ansible-lint --profile production --offline -q
+	@echo "== PowerShell parse check"
+	@$(TOOL_ENV) $(PY) $(ROOT)/tests/ps1/check_ps1_parse.py $(ROOT)
+
+sanity: venv
+	@rm -rf $(WORK)/sanity && mkdir -p $(WORK)/sanity/ansible_collections/hpc/balance
+	@cd $(ROOT) && git ls-files -co --exclude-standard -z | grep -zv '^packages/' \
+		| rsync -a --from0 --files-from=- ./ $(WORK)/sanity/ansible_collections/hpc/balance/
+	@# A git repository of its own, or ansible-test would list files from the enclosing checkout (where .work is ignored).
+	@cd $(WORK)/sanity/ansible_collections/hpc/balance && git init -q && git add -A
+	@cd $(WORK)/sanity/ansible_collections/hpc/balance && $(TOOL_ENV) ansible-test sanity --local --python 3.11 --color no
+
+units: venv
+	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) -m pytest -q -p no:cacheprovider tests/unit tests/ps1 tests/playbooks
+
+moe-test: venv
+	@if [ -d $(ROOT)/packages/moe_balance/tests ]; then \
+		cd $(ROOT)/packages/moe_balance && $(TOOL_ENV) TRITON_INTERPRET=1 $(PY) -m pytest -q -p no:cacheprovider tests; \
+	else echo "moe-test: no package tests yet"; fi
+
+molecule: venv apt
+	@cd $(ROOT) && for s in $${SCENARIO:-$$(ls extensions/molecule | grep -v '^default$$' )}; do \
+		[ -f extensions/molecule/$$s/molecule.yml ] || continue; \
+		echo "== molecule test -s $$s"; \
+		$(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s || exit 1; \
+	done
+
+test: lint sanity units moe-test molecule
+	@echo "make test: all checks passed"
+
+bench: venv
+	@cd $(ROOT)/packages/moe_balance && for b in benchmarks/*.py; do echo "== $$b"; $(TOOL_ENV) $(PY) $$b; done
+	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) tests/perf/bench_ipvs_spread.py
+
+## ---------------------------------------------------------------- lab and demo
+lab-up: setup
+	@$(PY) $(ROOT)/tests/lab/lab.py up --prefix $(PREFIX) --state-dir $(LAB_STATE)
+
+lab-down:
+	@python3 $(ROOT)/tests/lab/lab.py down --prefix $(PREFIX) --state-dir $(LAB_STATE)
+
+lab-status:
+	@python3 $(ROOT)/tests/lab/lab.py status --prefix $(PREFIX) --state-dir $(LAB_STATE)
+
+demo: setup
+	@$(TOOL_ENV) PREFIX=$(PREFIX) LAB_STATE=$(LAB_STATE) REPORT_DIR=$(REPORT_DIR) KEEP=$${KEEP:-0} \
+		bash $(ROOT)/tools/demo.sh
+
+clean: lab-down
+	rm -rf $(WORK) $(ROOT)/tests/output $(ROOT)/collections
