@@ -39,7 +39,7 @@ APT_PACKAGES := \
 	rsync=3.5.0+ds1-0+deb12u1 \
 	python3-venv=3.11.2-1+b1
 APT_STAMP := $(WORK)/stamps/apt.$(shell echo '$(APT_PACKAGES)' | md5sum | cut -c1-12)
-VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(ROOT)/requirements/*.txt 2>/dev/null | md5sum | cut -c1-12)
+VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(ROOT)/requirements/*.txt $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 GET_PIP := $(WORK)/home/.ansible/test/cache/get_pip_24_2.py
 
 # Everything below runs with its own HOME so nothing leaks into the user's home directory.
@@ -80,6 +80,7 @@ $(VENV_STAMP): $(APT_STAMP)
 	@echo "setup: installing pinned Python packages into .venv (requirements/dev.txt, requirements/moe.txt)"
 	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
 	@if [ -f $(ROOT)/requirements/moe.txt ]; then $(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/moe.txt 2> >(grep -v "is ignored: it is neither" >&2); fi
+	@if [ -f $(ROOT)/packages/moe_balance/pyproject.toml ]; then $(TOOL_ENV) $(BIN)/pip install -q --no-deps --no-build-isolation -e $(ROOT)/packages/moe_balance 2> >(grep -v "is ignored: it is neither" >&2); fi
 	@$(BIN)/pip check >/dev/null
 	@touch $@
 
@@ -140,7 +141,8 @@ bench: venv
 
 ## ---------------------------------------------------------------- lab and demo
 lab-up: setup
-	@$(PY) $(ROOT)/tests/lab/lab.py up --prefix $(PREFIX) --state-dir $(LAB_STATE)
+	@if [ "$(LAB)" != netns ]; then echo "lab-up: LAB=$(LAB) is not a lab flavour this checkout has (netns)" >&2; exit 2; fi
+	@python3 $(ROOT)/tests/lab/lab.py up --prefix $(PREFIX) --state-dir $(LAB_STATE)
 
 lab-down:
 	@python3 $(ROOT)/tests/lab/lab.py down --prefix $(PREFIX) --state-dir $(LAB_STATE)

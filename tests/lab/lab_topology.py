@@ -1,0 +1,78 @@
+"""The lab's fixed shape: hosts, addresses, groups and the names derived from a lab prefix.
+
+Everything else in the lab (namespaces, files, inventory) is computed from this one table, so a host or
+address changes in exactly one place.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SUBNET = "198.18.0.0/24"
+PREFIX_LENGTH = 24
+SWITCH_ADDRESS = "198.18.0.1"
+# Addresses no lab host uses: keepalived VIPs first, then real-kernel guests attached to the same bridge.
+VIP_RANGE = ("198.18.0.100", "198.18.0.149")
+GUEST_RANGE = ("198.18.0.150", "198.18.0.199")
+# VRRP (224.0.0.18) and IGMP use the link-local multicast block; it never crosses a router.
+LINK_LOCAL_MULTICAST = "224.0.0.0/24"
+
+HOST_INTERFACE = "eth0"
+BRIDGE = "br0"
+SSH_PORT = 22
+
+# The groups of the collection's architecture, in the order the inventory lists them.
+GROUPS = ("lvs_directors", "lvs_realservers", "lvs_clients", "gpu_nodes", "windows_storage")
+
+DEFAULT_PREFIX = "hb"
+_PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+
+
+@dataclass(frozen=True)
+class LabHost:
+    """One lab host: its name (also its hostname), its address on the lab bridge and its inventory group."""
+
+    name: str
+    address: str
+    group: str
+
+
+HOSTS = (
+    LabHost("client", "198.18.0.10", "lvs_clients"),
+    LabHost("dir1", "198.18.0.11", "lvs_directors"),
+    LabHost("dir2", "198.18.0.12", "lvs_directors"),
+    LabHost("rs1", "198.18.0.21", "lvs_realservers"),
+    LabHost("rs2", "198.18.0.22", "lvs_realservers"),
+    LabHost("gpu1", "198.18.0.31", "gpu_nodes"),
+)
+
+
+def validate_prefix(prefix: str) -> str:
+    """Return the prefix if it can name namespaces unambiguously, else raise ValueError saying what fits."""
+    if not _PREFIX_PATTERN.match(prefix):
+        raise ValueError(
+            f"lab prefix {prefix!r} is not usable: use 1-12 characters, a lowercase letter first, then lowercase "
+            "letters or digits (no '-', so one lab's names never start with another lab's prefix)"
+        )
+    return prefix
+
+
+def switch_netns(prefix: str) -> str:
+    """Name of the namespace that holds the bridge (the lab's switch)."""
+    return f"{prefix}-sw"
+
+
+def host_netns(prefix: str, host: LabHost) -> str:
+    """Name of the network namespace of one host."""
+    return f"{prefix}-{host.name}"
+
+
+def lab_netns_names(prefix: str) -> list[str]:
+    """Every namespace name a lab with this prefix creates: the switch first, then the hosts."""
+    return [switch_netns(prefix)] + [host_netns(prefix, host) for host in HOSTS]
+
+
+def bridge_port(host: LabHost) -> str:
+    """Name of the switch-side end of a host's veth pair (inside the switch namespace)."""
+    return f"to-{host.name}"
