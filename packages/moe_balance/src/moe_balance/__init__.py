@@ -1,0 +1,52 @@
+"""Mixture-of-Experts load balancing: routing, balancing losses, aux-loss-free bias, capacity and metrics.
+
+Subpackages such as ``moe_balance.placement`` are imported on demand, never from here; Triton is imported only when
+its kernel runs.
+"""
+
+from moe_balance.bias import BiasBalancer
+from moe_balance.capacity import CapacityResult, apply_capacity, expert_capacity
+from moe_balance.losses import (
+    GlobalBatchAuxLoss,
+    aux_loss,
+    aux_loss_masked_probs,
+    convert_aux_loss,
+    load_balancing_loss,
+    sequence_load_balancing_loss,
+    z_loss,
+)
+from moe_balance.metrics import SCHEMA, balance_stats, balance_stats_by_layer, grade_cv, make_record
+from moe_balance.monitor import TokensPerExpertMonitor
+from moe_balance.router import RouterStats, router_stats
+from moe_balance.routing import Routing, route
+from moe_balance.schedule import FineTuneDecay, LinearWarmup, ThreePhase
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCHEMA",
+    "BiasBalancer",
+    "CapacityResult",
+    "FineTuneDecay",
+    "GlobalBatchAuxLoss",
+    "LinearWarmup",
+    "RouterStats",
+    "Routing",
+    "ThreePhase",
+    "TokensPerExpertMonitor",
+    "__version__",
+    "apply_capacity",
+    "aux_loss",
+    "aux_loss_masked_probs",
+    "balance_stats",
+    "balance_stats_by_layer",
+    "convert_aux_loss",
+    "expert_capacity",
+    "grade_cv",
+    "load_balancing_loss",
+    "make_record",
+    "route",
+    "router_stats",
+    "sequence_load_balancing_loss",
+    "z_loss",
+]

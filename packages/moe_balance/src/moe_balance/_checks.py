@@ -1,0 +1,110 @@
+"""Argument checks shared by the routing, loss and kernel entry points.
+
+Every check raises ``ValueError`` naming the argument, the value it got and what to do, so a bad router input fails
+at the call that received it instead of as a NaN loss thousands of steps later.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SCORE_FUNCTIONS = ("softmax", "sigmoid")
+
+
+def check_logits(logits: torch.Tensor, *, name: str = "logits", check_finite: bool | None = None) -> None:
+    """Require a non-empty, floating-point (tokens, experts) tensor, finite unless told not to look.
+
+    ``check_finite=None`` checks on CPU and skips on accelerators: the check reads a value back to the host, which
+    would stall the device stream once per layer and step. Pass ``True`` to force it anywhere.
+    """
+    if not isinstance(logits, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of shape (tokens, experts); got {type(logits).__name__}")
+    if logits.dim() != 2:
+        raise ValueError(
+            f"{name} must be 2-D (tokens, experts); got shape {tuple(logits.shape)}: "
+            f"flatten batch and sequence first, e.g. {name}.reshape(-1, {name}.shape[-1])"
+        )
+    if not logits.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor; got dtype {logits.dtype}")
+    num_tokens, num_experts = logits.shape
+    if num_tokens == 0:
+        raise ValueError(f"{name} is an empty batch (0 tokens, shape {tuple(logits.shape)}): route at least one token")
+    if num_experts == 0:
+        raise ValueError(f"{name} has 0 experts (shape {tuple(logits.shape)}): the last dimension counts experts")
+    if check_finite is None:
+        check_finite = logits.device.type == "cpu"
+    if check_finite:
+        # aminmax is one cheap pass; NaN propagates into both results and any inf shows up in one of them.
+        low, high = torch.aminmax(logits.detach())
+        if not (torch.isfinite(low) and torch.isfinite(high)):
+            bad = int((~torch.isfinite(logits.detach())).sum())
+            raise ValueError(
+                f"{name} contains {bad} NaN or inf value(s) out of {logits.numel()}: the router input overflowed or "
+                "was masked with inf; keep router logits finite (compute them in float32, clip, or check the layer "
+                "before the router)"
+            )
+
+
+def check_top_k(top_k: int, num_experts: int, *, name: str = "top_k") -> None:
+    """Require 1 <= top_k <= num_experts."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int):
+        raise ValueError(f"{name} must be an int; got {top_k!r}")
+    if top_k < 1 or top_k > num_experts:
+        raise ValueError(
+            f"{name}={top_k} is out of range for {num_experts} experts: choose {name} between 1 and {num_experts}"
+        )
+
+
+def check_score(score: str) -> None:
+    if score not in SCORE_FUNCTIONS:
+        raise ValueError(f"score={score!r} is not supported: use one of {', '.join(SCORE_FUNCTIONS)}")
+
+
+def check_groups(num_experts: int, top_k: int, num_groups: int | None, group_topk: int | None) -> None:
+    """Validate the group-limited (node-limited) routing arguments of DeepSeek-V3.
+
+    The experts are split into ``num_groups`` equal groups; a token may only choose experts from its best
+    ``group_topk`` groups, each group scored by the sum of its top ``top_k // group_topk`` scores.
+    """
+    if num_groups is None and group_topk is None:
+        return
+    if num_groups is None or group_topk is None:
+        raise ValueError(
+            f"num_groups={num_groups!r} and group_topk={group_topk!r}: group-limited routing needs both or neither"
+        )
+    for arg, value in (("num_groups", num_groups), ("group_topk", group_topk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{arg} must be a positive int; got {value!r}")
+    if num_experts % num_groups != 0:
+        raise ValueError(
+            f"num_groups={num_groups} does not divide the {num_experts} experts: choose num_groups among the "
+            f"divisors of {num_experts}"
+        )
+    if group_topk > num_groups:
+        raise ValueError(f"group_topk={group_topk} exceeds num_groups={num_groups}: keep at most every group")
+    if top_k % group_topk != 0:
+        raise ValueError(
+            f"top_k={top_k} is not divisible by group_topk={group_topk}: each kept group is scored by its top "
+            "top_k // group_topk experts, so choose group_topk among the divisors of top_k"
+        )
+    group_size = num_experts // num_groups
+    if top_k // group_topk > group_size:
+        raise ValueError(
+            f"top_k // group_topk = {top_k // group_topk} exceeds the group size {group_size} "
+            f"({num_experts} experts / num_groups={num_groups}): raise group_topk or lower num_groups"
+        )
+
+
+def check_bias(bias: torch.Tensor | None, num_experts: int) -> None:
+    if bias is None:
+        return
+    if not isinstance(bias, torch.Tensor) or bias.shape != (num_experts,):
+        shape = tuple(bias.shape) if isinstance(bias, torch.Tensor) else type(bias).__name__
+        raise ValueError(f"bias must be a tensor of shape ({num_experts},), one value per expert; got {shape}")
+    if not bool(torch.isfinite(bias).all()):
+        raise ValueError("bias contains NaN or inf: reset the expert bias (BiasBalancer.reset()) and lower its rate")
+
+
+def compute_dtype(logits: torch.Tensor) -> torch.dtype:
+    """Router math runs in float32 at least (half-precision softmax loses the tail); float64 stays float64."""
+    return torch.float64 if logits.dtype == torch.float64 else torch.float32
