@@ -1,0 +1,341 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""SMB Multichannel decisions for Windows hosts: desired + gathered state -> findings, changes, a channel verdict.
+
+One TCP connection only ever uses one team member (and, without RSS, one CPU core for receive), so a single large
+copy runs at one card's speed. SMB Multichannel opens several connections per session: over several interfaces, or
+several on one RSS-capable interface (a team NIC included). This module decides what to change and whether a share
+really connects over more than one channel; ``win_smb_multichannel_gather`` / ``_apply`` only gather and apply.
+
+Gathered records follow MSFT_SmbMultichannelConnection, MSFT_SmbMultichannelConstraint,
+MSFT_SmbClientNetworkInterface, MSFT_NetAdapterRssSettingData and Get-SmbServerConfiguration /
+Get-SmbClientConfiguration (selected properties, as ConvertTo-Json writes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+REFUSE = "refuse"
+WARN = "warn"
+INFO = "info"
+
+
+def _as_list(value):
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _names(items):
+    return ", ".join(f"'{item}'" for item in items) if items else "none"
+
+
+def _same_server(left, right):
+    """'fs01', 'FS01' and 'fs01.hpc.example' name one server; SMB reports whichever name the client used."""
+    a, b = (left or "").lower(), (right or "").lower()
+    return a == b or a.split(".")[0] == b.split(".")[0]
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # refuse | warn | info
+    code: str
+    message: str
+
+    def as_dict(self):
+        return {"severity": self.severity, "code": self.code, "message": self.message}
+
+
+# ---------------------------------------------------------------------------------------------------- state
+@dataclass(frozen=True)
+class Connection:
+    server_name: str
+    client_interface_index: int
+    client_interface: str
+    client_ip: str
+    server_ip: str
+    selected: bool
+    failed: bool
+    current_channels: int
+    max_channels: int
+    client_rss_capable: bool
+    client_rdma_capable: bool
+    client_link_speed_bits_per_second: int
+
+
+@dataclass(frozen=True)
+class SmbState:
+    server_multichannel: bool
+    client_multichannel: bool
+    constraints: dict  # server name -> sorted tuple of interface aliases
+    connections: tuple
+    client_interfaces: dict  # interface index -> record
+    rss_enabled: dict  # adapter name -> bool
+    adapters: tuple  # adapter names
+    share_probe: dict
+
+
+def parse_smb_state(raw):
+    constraints = {}
+    for record in _as_list(raw.get("constraints")):
+        server = record.get("ServerName") or ""
+        constraints.setdefault(server, set()).add(record.get("InterfaceAlias") or "")
+    connections = tuple(
+        Connection(
+            server_name=record.get("ServerName") or "",
+            client_interface_index=int(record.get("ClientInterfaceIndex") or 0),
+            client_interface=record.get("ClientInterfaceFriendlyName") or "",
+            client_ip=record.get("ClientIpAddress") or "",
+            server_ip=record.get("ServerIpAddress") or "",
+            selected=bool(record.get("Selected")),
+            failed=bool(record.get("Failed")),
+            current_channels=int(record.get("CurrentChannels") or 0),
+            max_channels=int(record.get("MaxChannels") or 0),
+            client_rss_capable=bool(record.get("ClientRSSCapable")),
+            client_rdma_capable=bool(record.get("ClientRdmaCapable")),
+            client_link_speed_bits_per_second=int(record.get("ClientLinkSpeed") or 0),
+        )
+        for record in _as_list(raw.get("connections"))
+    )
+    return SmbState(
+        server_multichannel=bool((raw.get("server_configuration") or {}).get("EnableMultiChannel")),
+        client_multichannel=bool((raw.get("client_configuration") or {}).get("EnableMultiChannel")),
+        constraints={server: tuple(sorted(aliases)) for server, aliases in constraints.items()},
+        connections=connections,
+        client_interfaces={
+            int(record.get("InterfaceIndex") or 0): record for record in _as_list(raw.get("client_interfaces"))
+        },
+        rss_enabled={record.get("Name"): bool(record.get("Enabled")) for record in _as_list(raw.get("rss"))},
+        adapters=tuple(record.get("Name") for record in _as_list(raw.get("adapters"))),
+        share_probe=raw.get("share_probe") or {},
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- desired
+def share_server(path):
+    r"""'\\fs01\scratch' -> 'fs01'; ValueError for anything that is not a UNC share path."""
+    text = (path or "").replace("/", "\\")
+    parts = [part for part in text.split("\\") if part]
+    if not text.startswith("\\\\") or len(parts) < 2:
+        raise ValueError(f"verify_share is {path!r}: give a UNC share path such as \\\\fs01\\scratch")
+    return parts[0]
+
+
+@dataclass(frozen=True)
+class SmbDesired:
+    server_enabled: bool = True
+    client_enabled: bool = True
+    constraints: tuple = ()  # ((server name, (interface aliases...)), ...)
+    verify_share: str | None = None
+    min_channels: int = 2
+    rss_interfaces: tuple = ()
+
+    @classmethod
+    def from_args(cls, args):
+        constraints = []
+        seen = set()
+        for index, entry in enumerate(args.get("constraints") or []):
+            server = (entry.get("server_name") or "").strip()
+            interfaces = tuple(entry.get("interfaces") or ())
+            if not server:
+                raise ValueError(f"constraints[{index}].server_name is empty: name the SMB server")
+            if not interfaces:
+                raise ValueError(
+                    f"constraints[{index}] for {server!r} lists no interfaces: name at least one, or drop the entry"
+                )
+            if server.lower() in seen:
+                raise ValueError(f"constraints name server {server!r} twice: merge its interfaces into one entry")
+            seen.add(server.lower())
+            constraints.append((server, interfaces))
+        verify_share = args.get("verify_share") or None
+        if verify_share:
+            share_server(verify_share)
+        min_channels = int(args.get("min_channels") if args.get("min_channels") is not None else 2)
+        if min_channels < 2:
+            raise ValueError(f"min_channels is {min_channels}: multichannel means at least 2 channels")
+        return cls(
+            server_enabled=bool(args.get("server_enabled", True)),
+            client_enabled=bool(args.get("client_enabled", True)),
+            constraints=tuple(constraints),
+            verify_share=verify_share,
+            min_channels=min_channels,
+            rss_interfaces=tuple(args.get("rss_interfaces") or ()),
+        )
+
+
+# ---------------------------------------------------------------------------------------------------- preflight
+def _current_constraint(state, server):
+    for name, aliases in state.constraints.items():
+        if _same_server(name, server):
+            return name, aliases
+    return server, ()
+
+
+def rss_findings(state, interface_names):
+    """Warnings for interfaces that cannot spread SMB channels (no RSS): one channel per such interface."""
+    findings = []
+    by_name = {record.get("FriendlyName"): record for record in state.client_interfaces.values()}
+    for name in interface_names:
+        record = by_name.get(name)
+        if record is not None and not record.get("RssCapable"):
+            findings.append(
+                Finding(
+                    WARN,
+                    "interface_not_rss_capable",
+                    f"interface '{name}' is not RSS-capable: SMB opens one channel on it, so one copy stays on one "
+                    "member and one core; enable RSS on its adapters (Enable-NetAdapterRss)",
+                )
+            )
+        if state.rss_enabled.get(name) is False:
+            findings.append(
+                Finding(WARN, "rss_disabled", f"RSS is disabled on '{name}': Enable-NetAdapterRss -Name '{name}'")
+            )
+    return findings
+
+
+def preflight(desired, state):
+    findings = []
+    for server, interfaces in desired.constraints:
+        missing = [alias for alias in interfaces if alias not in state.adapters]
+        if missing:
+            findings.append(
+                Finding(
+                    REFUSE,
+                    "constraint_interface_missing",
+                    "constraint for server '{}' names interface{} {} not on this host; adapters present: {}".format(
+                        server, "s" if len(missing) > 1 else "", _names(missing), _names(sorted(state.adapters))
+                    ),
+                )
+            )
+    if desired.verify_share and not desired.client_enabled:
+        findings.append(
+            Finding(
+                REFUSE,
+                "verify_needs_client",
+                f"verify_share {desired.verify_share} needs client multichannel: "
+                "set client_enabled: true or drop verify_share",
+            )
+        )
+    findings += rss_findings(state, desired.rss_interfaces)
+    return findings
+
+
+def refusals(findings):
+    return [finding for finding in findings if finding.severity == REFUSE]
+
+
+# ---------------------------------------------------------------------------------------------------- changes
+def plan_changes(desired, state):
+    """Smallest ordered change list: switches first, then constraint additions before removals."""
+    changes = []
+    if state.server_multichannel != desired.server_enabled:
+        changes.append({"action": "set_server_multichannel", "enable": desired.server_enabled})
+    if state.client_multichannel != desired.client_enabled:
+        changes.append({"action": "set_client_multichannel", "enable": desired.client_enabled})
+    removals = []
+    for server, interfaces in desired.constraints:
+        current_name, current = _current_constraint(state, server)
+        add = [alias for alias in interfaces if alias not in current]
+        remove = [alias for alias in current if alias not in interfaces]
+        if add:
+            changes.append({"action": "add_constraint", "server_name": server, "interfaces": add})
+        if remove:
+            removals.append({"action": "remove_constraint", "server_name": current_name, "interfaces": remove})
+    return changes + removals
+
+
+@dataclass(frozen=True)
+class Plan:
+    findings: list
+    changes: list
+
+    @property
+    def refused(self):
+        return bool(refusals(self.findings))
+
+    def refusal_message(self):
+        return "; ".join(finding.message for finding in refusals(self.findings))
+
+
+def plan(desired, state):
+    findings = preflight(desired, state)
+    return Plan(findings=findings, changes=[] if refusals(findings) else plan_changes(desired, state))
+
+
+# ---------------------------------------------------------------------------------------------------- verdict
+@dataclass(frozen=True)
+class ChannelVerdict:
+    ok: bool
+    message: str
+    channels: int | None = None
+    paths: list = field(default_factory=list)
+    findings: list = field(default_factory=list)
+
+    def as_dict(self):
+        return {
+            "ok": self.ok,
+            "message": self.message,
+            "channels": self.channels,
+            "paths": self.paths,
+            "findings": [finding.as_dict() for finding in self.findings],
+        }
+
+
+def channel_verdict(desired, state):
+    """Does verify_share connect over at least min_channels channels? The failure says why it may not."""
+    if not desired.verify_share:
+        return ChannelVerdict(True, "no verify_share given: live multichannel connections not checked")
+    share = desired.verify_share
+    server = share_server(share)
+    probe = state.share_probe or {}
+    if probe and not probe.get("reachable", True):
+        return ChannelVerdict(
+            False, "share {} is not reachable from this host: {}".format(share, probe.get("error")), 0
+        )
+    rows = [row for row in state.connections if _same_server(row.server_name, server)]
+    used = [row for row in rows if row.selected and not row.failed]
+    channels = sum(row.current_channels for row in used)
+    paths = [
+        {
+            "client_interface": row.client_interface,
+            "client_ip": row.client_ip,
+            "server_ip": row.server_ip,
+            "current_channels": row.current_channels,
+            "max_channels": row.max_channels,
+            "client_rss_capable": row.client_rss_capable,
+            "client_rdma_capable": row.client_rdma_capable,
+            "client_link_speed_bits_per_second": row.client_link_speed_bits_per_second,
+        }
+        for row in used
+    ]
+    findings = rss_findings(state, sorted({row.client_interface for row in used}))
+    if not state.client_multichannel:
+        findings.append(Finding(WARN, "client_multichannel_off", "client multichannel is disabled on this host"))
+    if not used:
+        return ChannelVerdict(
+            False,
+            f"no SMB multichannel connection to '{server}' after opening {share}: "
+            "check the server's multichannel setting and that the share is reached by SMB 3",
+            0,
+            paths,
+            findings,
+        )
+    description = ", ".join(
+        f"'{row.client_interface}' {row.client_ip} -> {row.server_ip} x{row.current_channels}" for row in used
+    )
+    if channels < desired.min_channels:
+        reasons = "; ".join(finding.message for finding in findings) or "check RSS and the server's interfaces"
+        return ChannelVerdict(
+            False,
+            f"share {share} connects over {channels} channel{'' if channels == 1 else 's'} ({description}), "
+            f"fewer than {desired.min_channels}: multichannel is not in effect; {reasons}",
+            channels,
+            paths,
+            findings,
+        )
+    return ChannelVerdict(
+        True, f"share {share} connects over {channels} channels ({description})", channels, paths, findings
+    )

@@ -1,0 +1,122 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Documentation only: the module is win_nic_team_gather.ps1 beside this file.
+
+DOCUMENTATION = r"""
+---
+module: win_nic_team_gather
+short_description: Report NIC-team, adapter, PCIe and Hyper-V switch state of a Windows host as JSON records
+version_added: "0.1.0"
+description:
+  - Runs C(Get-NetLbfoTeam), C(Get-NetLbfoTeamMember), C(Get-NetLbfoTeamNic), C(Get-NetAdapter -IncludeHidden),
+    C(Get-NetAdapterHardwareInfo), C(Get-VMSwitch) and C(Get-VMSwitchTeam) (when Hyper-V is installed), and lists
+    the system drivers whose file name matches O(driver_file_patterns), returning the selected properties of each.
+  - It decides nothing and changes nothing. M(hpc.balance.win_nic_team) runs it and makes the decisions.
+author:
+  - hpc.balance maintainers (@hpc-balance)
+options:
+  driver_file_patterns:
+    description:
+      - Wildcard patterns (C(-like)) of driver file names to report from C(Win32_SystemDriver), used to detect vendor
+        teaming tools. M(hpc.balance.win_nic_team) passes its own list.
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is no diff.
+  platform:
+    platforms: windows
+    support: full
+    description: Windows Server 2012 and later.
+seealso:
+  - module: hpc.balance.win_nic_team
+"""
+
+EXAMPLES = r"""
+- name: Look at the teams and adapters of a host
+  hpc.balance.win_nic_team_gather:
+  register: host_links
+"""
+
+RETURN = r"""
+lbfo_available:
+  description: Whether the NetLbfo cmdlets exist on the host.
+  returned: always
+  type: bool
+  sample: true
+teams:
+  description:
+    - C(Get-NetLbfoTeam) records (Name, Members, TeamNics, TeamingMode, LoadBalancingAlgorithm, LacpTimer, Status).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "Storage", "Members": ["NIC1", "NIC2"], "TeamNics": "Storage", "TeamingMode": 1,
+            "LoadBalancingAlgorithm": 5, "LacpTimer": 0, "Status": 0}]
+team_members:
+  description: C(Get-NetLbfoTeamMember) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "NIC2", "Team": "Storage", "AdministrativeMode": 0, "OperationalStatus": 2, "FailureReason": 3,
+            "InterfaceDescription": "Intel(R) Ethernet Converged Network Adapter X710 #2", "TransmitLinkSpeed": 0,
+            "ReceiveLinkSpeed": 0}]
+team_nics:
+  description: C(Get-NetLbfoTeamNic) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "Storage", "Team": "Storage", "VlanID": null, "Primary": true, "Default": true,
+            "InterfaceDescription": "Microsoft Network Adapter Multiplexor Driver"}]
+adapters:
+  description: C(Get-NetAdapter -IncludeHidden) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "NIC1", "InterfaceDescription": "Intel(R) Ethernet Converged Network Adapter X710", "Status": "Up",
+            "MediaConnectState": 1, "Speed": 10000000000, "DriverProvider": "Intel",
+            "DriverVersionString": "1.12.101.0",
+            "DriverName": "\\SystemRoot\\System32\\drivers\\i40ea68.sys", "Virtual": false, "Hidden": false}]
+hardware_info:
+  description: C(Get-NetAdapterHardwareInfo) records (PCIe location, current and maximum link speed and width).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "NIC1", "SegmentNumber": 0, "BusNumber": 59, "DeviceNumber": 0, "FunctionNumber": 0,
+            "PciExpressCurrentLinkSpeedEncoded": 3, "PciExpressCurrentLinkWidth": 8,
+            "PciExpressMaxLinkSpeedEncoded": 3, "PciExpressMaxLinkWidth": 8}]
+hyperv_present:
+  description: Whether the Hyper-V management service and the Hyper-V cmdlets exist.
+  returned: always
+  type: bool
+  sample: false
+vm_switches:
+  description: C(Get-VMSwitch) records (enums as names).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "vSwitch-Storage", "SwitchType": "External", "EmbeddedTeamingEnabled": false,
+            "NetAdapterInterfaceDescription": "Microsoft Network Adapter Multiplexor Driver"}]
+vm_switch_teams:
+  description: C(Get-VMSwitchTeam) records of the SET switches.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "SETswitch", "TeamingMode": "SwitchIndependent", "LoadBalancingAlgorithm": "HyperVPort",
+            "NetAdapterInterfaceDescription": ["Intel(R) Ethernet Converged Network Adapter X710 #3"]}]
+teaming_drivers:
+  description: C(Win32_SystemDriver) records whose file name matches O(driver_file_patterns).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "iANSMiniport", "PathName": "C:\\Windows\\system32\\DRIVERS\\iansw60e.sys", "State": "Running"}]
+os:
+  description: Operating system caption, version and build number.
+  returned: always
+  type: dict
+  sample: {"caption": "Microsoft Windows Server 2022 Datacenter", "version": "10.0.20348", "build_number": 20348}
+"""

@@ -1,0 +1,95 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Documentation only: the module is win_smb_multichannel_gather.ps1 beside this file.
+
+DOCUMENTATION = r"""
+---
+module: win_smb_multichannel_gather
+short_description: Report the SMB Multichannel state of a Windows host as JSON records
+version_added: "0.1.0"
+description:
+  - Returns the selected properties of C(Get-SmbServerConfiguration), C(Get-SmbClientConfiguration),
+    C(Get-SmbMultichannelConstraint), C(Get-SmbMultichannelConnection -IncludeNotSelected),
+    C(Get-SmbClientNetworkInterface), C(Get-NetAdapterRss) and C(Get-NetAdapter).
+  - With O(share) it first opens the share (C(Test-Path)), so that the SMB session whose channels are listed exists.
+  - It decides nothing and changes nothing. M(hpc.balance.win_smb_multichannel) runs it.
+author:
+  - hpc.balance maintainers (@hpc-balance)
+options:
+  share:
+    description: UNC path of a share to open before listing the connections.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: Read-only (opening a share only sets up an SMB session); runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is no diff.
+  platform:
+    platforms: windows
+    support: full
+    description: Windows Server 2012 and later.
+seealso:
+  - module: hpc.balance.win_smb_multichannel
+"""
+
+EXAMPLES = r"""
+- name: Open a share and list its multichannel connections
+  hpc.balance.win_smb_multichannel_gather:
+    share: \\fs01\scratch
+  register: smb_state
+"""
+
+RETURN = r"""
+server_configuration:
+  description: EnableMultiChannel, EnableSMB2Protocol and EnableSMB1Protocol of the SMB server.
+  returned: always
+  type: dict
+  sample: {"EnableMultiChannel": true, "EnableSMB2Protocol": true, "EnableSMB1Protocol": false}
+client_configuration:
+  description: EnableMultiChannel of the SMB client.
+  returned: always
+  type: dict
+  sample: {"EnableMultiChannel": true}
+constraints:
+  description: C(Get-SmbMultichannelConstraint) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"ServerName": "fs02", "InterfaceAlias": "MGMT", "InterfaceIndex": 3,
+            "InterfaceGuid": "{5e0c2a7b-94f1-4d3e-8a61-0b7d2c9e4f13}"}]
+share_probe:
+  description: Whether O(share) could be opened, and the error if not (empty without O(share)).
+  returned: always
+  type: dict
+  sample: {"path": "\\\\fs01\\scratch", "reachable": true, "error": null}
+connections:
+  description: C(Get-SmbMultichannelConnection -IncludeNotSelected) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"ServerName": "fs01", "Selected": true, "ClientInterfaceFriendlyName": "Storage",
+            "ClientIpAddress": "10.20.0.11", "ServerIpAddress": "10.20.0.2", "ClientRSSCapable": true,
+            "CurrentChannels": 4, "MaxChannels": 4, "Failed": false}]
+client_interfaces:
+  description: C(Get-SmbClientNetworkInterface) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceIndex": 21, "FriendlyName": "Storage", "RssCapable": true, "RdmaCapable": false,
+            "LinkSpeed": 20000000000,
+            "IpAddresses": ["10.20.0.11"]}]
+rss:
+  description: C(Get-NetAdapterRss) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "NIC1", "Enabled": true, "NumberOfReceiveQueues": 8, "MaxProcessors": 8}]
+adapters:
+  description: Name, InterfaceIndex and Status of every adapter.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "Storage", "InterfaceIndex": 21, "Status": "Up"}]
+"""

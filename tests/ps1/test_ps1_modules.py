@@ -1,0 +1,127 @@
+"""Every PowerShell module parses, and its Ansible.Basic argument spec matches the DOCUMENTATION beside it.
+
+No PowerShell runtime exists on these machines: parsing is done by tree-sitter-powershell, and the spec is read
+from the syntax tree (ps1_spec.py). A .ps1 that does not parse, or whose options drift from its .py, fails here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from check_ps1_parse import main as check_tree
+from check_ps1_parse import parse_errors, powershell_files
+from ps1_spec import SpecError, module_spec, normalise_documented, normalise_options
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = sorted((ROOT / "plugins" / "modules").glob("*.ps1"))
+
+
+def test_there_are_powershell_modules_to_check():
+    assert [path.name for path in MODULES] == [
+        "win_nic_team_apply.ps1",
+        "win_nic_team_gather.ps1",
+        "win_smb_multichannel_apply.ps1",
+        "win_smb_multichannel_gather.ps1",
+    ]
+
+
+def test_every_powershell_file_in_the_tree_parses(capsys):
+    assert check_tree(["check_ps1_parse.py", str(ROOT)]) == 0
+    count = len(powershell_files(ROOT))
+    assert capsys.readouterr().out.startswith(f"checked {count} PowerShell files, 0 parse errors")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"$spec = @{\n    options = @{\n        name = @{ type = 'str' }\n}\n",  # unclosed hashtable
+        b"if ($x {\n    Write-Output 'x'\n}\n",  # unclosed condition
+        b"Function Get-Thing {\n    param(\n        [string] $Name\n}\n",  # unclosed param block
+        b"$x = 'unterminated\n",  # unterminated string
+        b"switch ($a) {\n    'x' {\n}\n",  # unclosed switch clause
+        b"$module.Result.x = @(Get-Thing | ForEach-Object { $_.Name }\n",  # unclosed array expression
+    ],
+)
+def test_broken_powershell_is_reported(source):
+    assert parse_errors(source) != []
+
+
+def test_broken_file_fails_the_tree_check(tmp_path, capsys):
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "good.ps1").write_text("$a = 1\n")
+    (tmp_path / "plugins" / "bad.ps1").write_text("$a = @{\n")
+    assert check_tree(["check_ps1_parse.py", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("plugins/bad.ps1:")
+    assert "checked 2 PowerShell files, 1 parse error" in out
+
+
+@pytest.mark.parametrize("module", MODULES, ids=[path.stem for path in MODULES])
+def test_argument_spec_matches_documentation(module):
+    spec = module_spec(module.read_bytes())
+    documentation = yaml.safe_load(_documentation_string(module.with_suffix(".py").read_text()))
+    assert normalise_options(spec["options"]) == normalise_documented(documentation["options"])
+    check_mode = documentation["attributes"]["check_mode"]["support"] in ("full", "partial")
+    assert spec.get("supports_check_mode", False) is check_mode
+    assert documentation["attributes"]["platform"]["platforms"] == "windows"
+
+
+def _documentation_string(python_source):
+    namespace = {}
+    exec(compile(python_source, "<documentation>", "exec"), namespace)  # the .py holds only the doc strings
+    return namespace["DOCUMENTATION"]
+
+
+def test_spec_reader_sees_nested_options_choices_and_defaults():
+    spec = module_spec(
+        b"$spec = @{\n"
+        b"    options = @{\n"
+        b"        mode = @{ type = 'str'; default = \"Lacp\"; choices = 'Static', 'Lacp' }\n"
+        b"        n = @{ type = 'int'; default = 5 }\n"
+        b"        items = @{ type = 'list'; elements = 'dict'; options = @{ a = @{ required = $true } } }\n"
+        b"        none = @{ type = 'list'; elements = 'str'; default = @() }\n"
+        b"    }\n"
+        b"    supports_check_mode = $false\n"
+        b"}\n"
+    )
+    assert spec == {
+        "options": {
+            "mode": {"type": "str", "default": "Lacp", "choices": ["Static", "Lacp"]},
+            "n": {"type": "int", "default": 5},
+            "items": {"type": "list", "elements": "dict", "options": {"a": {"required": True}}},
+            "none": {"type": "list", "elements": "str", "default": []},
+        },
+        "supports_check_mode": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (b"$spec = @{ options = @{ a = @{ default = $env } } }\n", "variable \\$env"),
+        (b'$spec = @{ options = @{ a = @{ default = "x$y" } } }\n', "interpolated string"),
+        (b"$other = 1\n", "no \\$spec"),
+    ],
+)
+def test_spec_reader_refuses_what_it_cannot_compare(source, message):
+    with pytest.raises(SpecError, match=message):
+        module_spec(source)
+
+
+def test_a_drifted_option_is_caught():
+    documented = normalise_documented(
+        {
+            "changes": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "suboptions": {"action": {"type": "str", "required": True}},
+            }
+        }
+    )
+    spec = normalise_options(
+        {"changes": {"type": "list", "elements": "dict", "required": True, "options": {"action": {"type": "str"}}}}
+    )
+    assert spec != documented

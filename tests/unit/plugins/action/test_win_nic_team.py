@@ -1,0 +1,146 @@
+"""hpc.balance.win_nic_team action plugin: preflight, minimal apply, check mode, diff and the bounded wait."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.hpc.balance.plugins.action import win_nic_team as plugin
+from ansible_collections.hpc.balance.plugins.modules import win_nic_team as docs
+
+GATHER = plugin.GATHER_MODULE
+APPLY = plugin.APPLY_MODULE
+
+
+@pytest.fixture
+def gathered(windows_fixture):
+    def load(name, **team_changes):
+        data = windows_fixture(f"nic_team_gather_{name}.json")
+        if team_changes:
+            data["teams"][0].update(team_changes)
+        return data
+
+    return load
+
+
+def applied(changes):
+    return {"changed": True, "applied": [{"action": change["action"]} for change in changes]}
+
+
+def args(**extra):
+    return dict({"name": "Storage", "members": ["NIC1", "NIC2"]}, **extra)
+
+
+def test_already_in_state_gathers_once_and_changes_nothing(gathered, make_action):
+    action, host = make_action(plugin, args(), {GATHER: [gathered("team_up")]})
+    result = action.run(task_vars={})
+    assert host.modules_called() == [GATHER]
+    assert (result["changed"], result.get("failed", False), result["changes"]) == (False, False, [])
+    assert result["verdict"]["ok"] and result["waited_s"] == 0.0
+    assert host.calls[0][1] == {"driver_file_patterns": ["basp*.sys", "cpqteam*.sys", "ians*.sys", "qlasp*.sys"]}
+
+
+def test_mode_drift_applies_set_team_then_waits_for_lacp(gathered, make_action, clock):
+    negotiating = gathered("lacp_negotiating")
+    lacp_up = gathered("team_up", TeamingMode=2)
+    action, host = make_action(
+        plugin,
+        args(teaming_mode="Lacp", wait_delay_s=10),
+        {GATHER: [gathered("team_up"), negotiating, negotiating, lacp_up], APPLY: [applied([{"action": "set_team"}])]},
+    )
+    result = action.run(task_vars={})
+    assert host.modules_called() == [GATHER, APPLY, GATHER, GATHER, GATHER]
+    assert host.calls[1][1] == {"changes": [{"action": "set_team", "team": "Storage", "teaming_mode": "Lacp"}]}
+    assert result["changed"] and not result.get("failed")
+    assert clock.sleeps == [10, 10]
+    assert result["waited_s"] == 20.0
+    assert result["msg"] == "team 'Storage' is Up: 'NIC2' Active, 'NIC1' Active"
+
+
+def test_team_that_stays_degraded_fails_naming_the_member_after_the_bounded_wait(gathered, make_action, clock):
+    action, host = make_action(
+        plugin,
+        args(members=["NIC1", "NIC2", "NIC3"], wait_timeout_s=30, wait_delay_s=10),
+        {GATHER: [gathered("team_up"), gathered("team_degraded")], APPLY: [applied([{"action": "add_member"}])]},
+    )
+    result = action.run(task_vars={})
+    assert result["failed"]
+    assert result["msg"].startswith("team 'Storage' has members 'NIC1', 'NIC2', expected 'NIC1', 'NIC2', 'NIC3'")
+    assert "after waiting 30 s of wait_timeout_s=30" in result["msg"]
+    assert clock.sleeps == [10, 10, 10]
+
+
+def test_degraded_team_without_changes_fails_at_once_naming_the_member(gathered, make_action, clock):
+    action, host = make_action(plugin, args(), {GATHER: [gathered("team_degraded")]})
+    result = action.run(task_vars={})
+    assert result["failed"] and clock.sleeps == []
+    assert result["msg"] == "team 'Storage' is Degraded: member 'NIC2' is Failed (PhysicalMediaDisconnected)"
+    assert any("member 'NIC2' has no link" in warning for warning in result["warnings"])
+
+
+def test_refused_preflight_never_calls_apply(gathered, make_action):
+    action, host = make_action(plugin, args(members=["NIC1", "MGMT"]), {GATHER: [gathered("no_team")]})
+    result = action.run(task_vars={})
+    assert host.modules_called() == [GATHER]
+    assert result["failed"] and result["changes"] == []
+    assert result["msg"].startswith("preflight refused the change: members have mixed link speeds")
+
+
+def test_hyperv_host_is_refused_with_the_set_offer(gathered, make_action):
+    action, host = make_action(plugin, args(), {GATHER: [gathered("hyperv_vswitch_on_team")]})
+    result = action.run(task_vars={})
+    assert result["failed"] and "kind: set" in result["msg"]
+    assert host.modules_called() == [GATHER]
+
+
+def test_check_mode_runs_apply_in_check_mode_and_returns_a_diff(gathered, make_action):
+    action, host = make_action(
+        plugin,
+        args(teaming_mode="Lacp"),
+        {GATHER: [gathered("team_up")], APPLY: [applied([{"action": "set_team"}])]},
+        check_mode=True,
+        diff=True,
+    )
+    result = action.run(task_vars={})
+    assert host.modules_called() == [GATHER, APPLY]  # ActionBase passes check mode on to the module
+    assert result["changed"] and "verdict" not in result
+    assert (result["diff"]["before"]["teaming_mode"], result["diff"]["after"]["teaming_mode"]) == (
+        "SwitchIndependent",
+        "Lacp",
+    )
+
+
+def test_preflight_only_plans_without_applying(gathered, make_action):
+    action, host = make_action(
+        plugin, args(members=["NIC1", "NIC2", "NIC3"], preflight_only=True), {GATHER: [gathered("team_up")]}
+    )
+    result = action.run(task_vars={})
+    assert host.modules_called() == [GATHER]
+    assert result["msg"] == "preflight passed: 1 change(s) planned"
+    assert not result["changed"]
+
+
+def test_inconsistent_arguments_fail_before_touching_the_host(gathered, make_action):
+    action, host = make_action(plugin, args(standby_member="NIC7"), {GATHER: [gathered("team_up")]})
+    with pytest.raises(AnsibleActionFail, match="standby_member 'NIC7' is not in members"):
+        action.run(task_vars={})
+    assert host.calls == []
+
+
+def test_failed_gather_is_reported_with_its_message(gathered, make_action):
+    action, _ = make_action(plugin, args(), {GATHER: [{"failed": True, "msg": "Get-NetAdapter : Access denied"}]})
+    with pytest.raises(AnsibleActionFail, match="win_nic_team_gather failed: Get-NetAdapter : Access denied"):
+        action.run(task_vars={})
+
+
+def test_argument_spec_matches_the_documentation():
+    options = yaml.safe_load(docs.DOCUMENTATION)["options"]
+    assert set(options) == set(plugin.ARGUMENT_SPEC)
+    for name, spec in plugin.ARGUMENT_SPEC.items():
+        documented = options[name]
+        assert documented["type"] == spec["type"], name
+        assert documented.get("required", False) == spec.get("required", False), name
+        assert documented.get("default") == spec.get("default"), name
+        assert documented.get("choices") == spec.get("choices"), name
+        assert documented.get("elements") == spec.get("elements"), name

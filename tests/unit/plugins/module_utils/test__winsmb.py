@@ -1,0 +1,195 @@
+"""SMB Multichannel decisions on JSON in the documented shape of the Smb* / NetAdapterRss cmdlets' output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.hpc.balance.plugins.module_utils._winsmb import (
+    SmbDesired,
+    channel_verdict,
+    parse_smb_state,
+    plan,
+    share_server,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "windows"
+
+
+def raw(name):
+    return json.loads((FIXTURES / (f"smb_gather_{name}.json")).read_text())
+
+
+def state(name):
+    return parse_smb_state(raw(name))
+
+
+def desired(**args):
+    return SmbDesired.from_args(args)
+
+
+# ---------------------------------------------------------------------------------------------------- verdicts
+def test_one_channel_is_a_failure_that_names_the_interface_without_rss():
+    result = channel_verdict(desired(verify_share="\\\\fs01\\scratch"), state("one_channel"))
+    assert not result.ok
+    assert result.channels == 1
+    assert result.message.startswith(
+        "share \\\\fs01\\scratch connects over 1 channel ('Storage' 10.20.0.11 -> 10.20.0.2 x1), fewer than 2: "
+        "multichannel is not in effect; interface 'Storage' is not RSS-capable"
+    )
+    assert "RSS is disabled on 'Storage'" in result.message
+
+
+def test_more_than_one_channel_is_ok_and_reported():
+    result = channel_verdict(desired(verify_share="\\\\fs01\\scratch"), state("four_channels"))
+    assert (result.ok, result.channels) == (True, 4)
+    assert result.message == "share \\\\fs01\\scratch connects over 4 channels ('Storage' 10.20.0.11 -> 10.20.0.2 x4)"
+    assert [path["client_interface"] for path in result.paths] == ["Storage"]  # the unselected 1G path is left out
+
+
+@pytest.mark.parametrize(("min_channels", "ok"), [(2, True), (4, True), (5, False)])
+def test_min_channels_is_the_bar(min_channels, ok):
+    result = channel_verdict(
+        desired(verify_share="\\\\fs01\\scratch", min_channels=min_channels), state("four_channels")
+    )
+    assert result.ok is ok
+
+
+def test_server_named_by_fqdn_matches_its_short_name():
+    result = channel_verdict(desired(verify_share="\\\\FS01.hpc.example\\scratch"), state("four_channels"))
+    assert result.ok
+
+
+def test_no_connection_to_the_server_is_a_failure():
+    result = channel_verdict(desired(verify_share="\\\\fs09\\scratch"), state("four_channels"))
+    assert (result.ok, result.channels) == (False, 0)
+    assert result.message.startswith("no SMB multichannel connection to 'fs09'")
+
+
+def test_failed_channels_do_not_count():
+    data = raw("four_channels")
+    data["connections"][0]["Failed"] = True
+    assert not channel_verdict(desired(verify_share="\\\\fs01\\scratch"), parse_smb_state(data)).ok
+
+
+def test_unreachable_share_is_a_failure_with_the_error():
+    data = raw("four_channels")
+    data["share_probe"] = {"path": "\\\\fs01\\scratch", "reachable": False, "error": "Access is denied"}
+    result = channel_verdict(desired(verify_share="\\\\fs01\\scratch"), parse_smb_state(data))
+    assert (result.ok, result.message) == (
+        False,
+        "share \\\\fs01\\scratch is not reachable from this host: Access is denied",
+    )
+
+
+def test_without_verify_share_nothing_is_claimed():
+    result = channel_verdict(desired(), state("one_channel"))
+    assert result.ok and result.channels is None
+    assert "not checked" in result.message
+
+
+# ---------------------------------------------------------------------------------------------------- changes
+CHANGE_CASES = [
+    ("already_in_state", "four_channels", {}, []),
+    (
+        "enable_server_and_client",
+        "disabled",
+        {},
+        [{"action": "set_server_multichannel", "enable": True}, {"action": "set_client_multichannel", "enable": True}],
+    ),
+    (
+        "leave_server_off",
+        "disabled",
+        {"server_enabled": False},
+        [{"action": "set_client_multichannel", "enable": True}],
+    ),
+    (
+        "constraint_added",
+        "four_channels",
+        {"constraints": [{"server_name": "fs01", "interfaces": ["Storage"]}]},
+        [{"action": "add_constraint", "server_name": "fs01", "interfaces": ["Storage"]}],
+    ),
+    (
+        "constraint_interface_swapped_adds_before_removing",
+        "disabled",
+        {
+            "server_enabled": False,
+            "client_enabled": False,
+            "constraints": [{"server_name": "FS02", "interfaces": ["Storage"]}],
+        },
+        [
+            {"action": "add_constraint", "server_name": "FS02", "interfaces": ["Storage"]},
+            {"action": "remove_constraint", "server_name": "fs02", "interfaces": ["MGMT"]},
+        ],
+    ),
+    (
+        "constraint_already_there",
+        "disabled",
+        {
+            "server_enabled": False,
+            "client_enabled": False,
+            "constraints": [{"server_name": "fs02", "interfaces": ["MGMT"]}],
+        },
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "args", "expected"), [c[1:] for c in CHANGE_CASES], ids=[c[0] for c in CHANGE_CASES]
+)
+def test_plan_is_the_smallest_change(fixture, args, expected):
+    result = plan(desired(**args), state(fixture))
+    assert not result.refused, result.refusal_message()
+    assert result.changes == expected
+
+
+def test_constraint_on_an_unknown_interface_is_refused():
+    result = plan(desired(constraints=[{"server_name": "fs01", "interfaces": ["Storag"]}]), state("four_channels"))
+    assert result.refused and result.changes == []
+    assert result.refusal_message().startswith("constraint for server 'fs01' names interface 'Storag' not on this host")
+
+
+def test_verify_without_client_multichannel_is_refused():
+    result = plan(desired(client_enabled=False, verify_share="\\\\fs01\\scratch"), state("four_channels"))
+    assert [f.code for f in result.findings] == ["verify_needs_client"]
+
+
+def test_rss_check_on_named_interfaces_warns():
+    result = plan(desired(rss_interfaces=["Storage"]), state("one_channel"))
+    assert sorted(f.code for f in result.findings) == ["interface_not_rss_capable", "rss_disabled"]
+    assert not result.refused
+
+
+# ---------------------------------------------------------------------------------------------------- arguments
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"verify_share": "fs01/scratch"}, "verify_share is 'fs01/scratch': give a UNC share path"),
+        ({"verify_share": "\\\\fs01"}, "give a UNC share path"),
+        ({"min_channels": 1}, "min_channels is 1: multichannel means at least 2 channels"),
+        ({"constraints": [{"server_name": "", "interfaces": ["NIC1"]}]}, r"constraints\[0\].server_name is empty"),
+        ({"constraints": [{"server_name": "fs01", "interfaces": []}]}, "lists no interfaces"),
+        (
+            {
+                "constraints": [
+                    {"server_name": "fs01", "interfaces": ["A"]},
+                    {"server_name": "FS01", "interfaces": ["B"]},
+                ]
+            },
+            "constraints name server 'FS01' twice",
+        ),
+    ],
+)
+def test_arguments_are_checked(args, message):
+    with pytest.raises(ValueError, match=message):
+        desired(**args)
+
+
+@pytest.mark.parametrize(
+    ("path", "server"), [("\\\\fs01\\scratch", "fs01"), ("//fs01.hpc.example/data/sub", "fs01.hpc.example")]
+)
+def test_share_server(path, server):
+    assert share_server(path) == server

@@ -1,0 +1,546 @@
+"""NIC-team decisions on JSON in the documented shape of the NetLbfo / NetAdapter / Hyper-V cmdlets' output.
+
+Windows cannot run here: these fixtures replay what win_nic_team_gather reports (see tests/unit/fixtures/windows).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
+    TEAMING_MODES,
+    PcieLink,
+    TeamDesired,
+    desired_summary,
+    enum_name,
+    parse_host_state,
+    plan,
+    plan_changes,
+    preflight,
+    summary,
+    vendor_driver_file_patterns,
+    verdict,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "windows"
+
+
+def raw(name):
+    return json.loads((FIXTURES / (f"nic_team_gather_{name}.json")).read_text())
+
+
+def state(name):
+    return parse_host_state(raw(name))
+
+
+def desired(**args):
+    return TeamDesired.from_args(dict({"name": "Storage", "members": ["NIC1", "NIC2"]}, **args))
+
+
+def codes(findings, severity):
+    return sorted(finding.code for finding in findings if finding.severity == severity)
+
+
+# ---------------------------------------------------------------------------------------------------- parsing
+def test_enum_numbers_and_enum_names_parse_to_the_same_state():
+    by_number = state("team_up")
+    by_name = state("team_up_enum_names")
+    assert by_number.teams == by_name.teams
+    assert by_number.members == by_name.members
+    assert by_number.adapters == by_name.adapters
+
+
+def test_team_record_is_typed():
+    team = state("team_up").teams["Storage"]
+    assert (team.teaming_mode, team.load_balancing_algorithm, team.status) == ("SwitchIndependent", "Dynamic", "Up")
+    assert sorted(team.members) == ["NIC1", "NIC2"]
+    assert team.team_nics == ("Storage",)  # ConvertTo-Json wrote the one-element array as a scalar
+
+
+def test_members_fall_back_to_get_netlbfoteammember_when_the_team_record_lacks_them():
+    data = raw("team_up")
+    del data["teams"][0]["Members"]
+    assert parse_host_state(data).teams["Storage"].members == ("NIC1", "NIC2")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(0, "Static"), (1, "SwitchIndependent"), (2, "Lacp"), ("2", "Lacp"), ("lacp", "Lacp"), ("LACP", "Lacp")],
+)
+def test_enum_name_accepts_number_or_name(value, expected):
+    assert enum_name(value, TEAMING_MODES, "TeamingMode") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (7, "TeamingMode is 7: not a documented value"),
+        ("Bonded", "TeamingMode is 'Bonded': expected one of ['Lacp', 'Static', 'SwitchIndependent']"),
+        (True, "TeamingMode is True"),
+    ],
+)
+def test_enum_name_refuses_undocumented_values_naming_the_field(value, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        enum_name(value, TEAMING_MODES, "TeamingMode")
+
+
+def test_vendor_patterns_for_the_gather_module_come_from_the_vendor_table():
+    assert vendor_driver_file_patterns() == ["basp*.sys", "cpqteam*.sys", "ians*.sys", "qlasp*.sys"]
+
+
+# ---------------------------------------------------------------------------------------------------- desired state
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"members": []}, "members is empty"),
+        ({"members": ["NIC1", "NIC1"]}, "members lists 'NIC1' more than once"),
+        ({"standby_member": "NIC3"}, "standby_member 'NIC3' is not in members ('NIC1', 'NIC2')"),
+        ({"members": ["NIC1"], "standby_member": "NIC1"}, "needs at least one other, active member"),
+        ({"vlan_id": 5000}, "vlan_id is 5000: use 1-4094"),
+        ({"kind": "set", "teaming_mode": "Lacp"}, "SET is SwitchIndependent only"),
+        ({"kind": "set", "load_balancing_algorithm": "IPAddresses"}, "use HyperVPort or Dynamic"),
+        ({"kind": "set", "standby_member": "NIC2"}, "standby_member is not available with Switch Embedded Teaming"),
+        ({"teaming_mode": "Bonded"}, "teaming_mode is 'Bonded': expected one of Static, SwitchIndependent, Lacp"),
+        ({"name": " "}, "name is empty"),
+    ],
+)
+def test_desired_state_refuses_inconsistent_arguments(args, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        desired(**args)
+
+
+def test_absent_needs_no_members():
+    assert desired(state="absent", members=[]).members == ()
+
+
+# ---------------------------------------------------------------------------------------------------- change lists
+PLAN_CASES = [
+    # (id, fixture, desired args, expected change list)
+    ("already_in_state", "team_up", {}, []),
+    ("already_in_state_enum_names", "team_up_enum_names", {}, []),
+    ("members_in_other_order", "team_up", {"members": ["NIC2", "NIC1"]}, []),
+    (
+        "member_added",
+        "team_up",
+        {"members": ["NIC1", "NIC2", "NIC3"]},
+        [{"action": "add_member", "team": "Storage", "member": "NIC3", "administrative_mode": "Active"}],
+    ),
+    (
+        "member_removed",
+        "team_up",
+        {"members": ["NIC1"]},
+        [{"action": "remove_member", "team": "Storage", "member": "NIC2"}],
+    ),
+    (
+        "member_swapped_adds_before_removing",
+        "team_up",
+        {"members": ["NIC1", "NIC3"]},
+        [
+            {"action": "add_member", "team": "Storage", "member": "NIC3", "administrative_mode": "Active"},
+            {"action": "remove_member", "team": "Storage", "member": "NIC2"},
+        ],
+    ),
+    (
+        "teaming_mode_drift",
+        "team_up",
+        {"teaming_mode": "Lacp"},
+        [{"action": "set_team", "team": "Storage", "teaming_mode": "Lacp"}],
+    ),
+    (
+        "algorithm_drift",
+        "team_up",
+        {"load_balancing_algorithm": "HyperVPort"},
+        [{"action": "set_team", "team": "Storage", "load_balancing_algorithm": "HyperVPort"}],
+    ),
+    (
+        "mode_and_algorithm_drift_in_one_call",
+        "team_up",
+        {"teaming_mode": "Static", "load_balancing_algorithm": "TransportPorts"},
+        [
+            {
+                "action": "set_team",
+                "team": "Storage",
+                "teaming_mode": "Static",
+                "load_balancing_algorithm": "TransportPorts",
+            }
+        ],
+    ),
+    (
+        "standby_member_set",
+        "team_up",
+        {"standby_member": "NIC2"},
+        [{"action": "set_member_mode", "team": "Storage", "member": "NIC2", "administrative_mode": "Standby"}],
+    ),
+    (
+        "standby_member_added",
+        "team_up",
+        {"members": ["NIC1", "NIC2", "NIC3"], "standby_member": "NIC3"},
+        [{"action": "add_member", "team": "Storage", "member": "NIC3", "administrative_mode": "Standby"}],
+    ),
+    (
+        "vlan_set_on_primary_team_nic",
+        "team_up",
+        {"vlan_id": 120},
+        [{"action": "set_team_nic_vlan", "team_nic": "Storage", "vlan_id": 120}],
+    ),
+    ("vlan_zero_is_the_untagged_default", "team_up", {"vlan_id": 0}, []),
+    (
+        "team_nic_renamed_then_tagged",
+        "team_up",
+        {"team_nic_name": "Storage-10G", "vlan_id": 120},
+        [
+            {"action": "rename_team_nic", "team_nic": "Storage", "new_name": "Storage-10G"},
+            {"action": "set_team_nic_vlan", "team_nic": "Storage-10G", "vlan_id": 120},
+        ],
+    ),
+    (
+        "new_team",
+        "no_team",
+        {},
+        [
+            {
+                "action": "new_team",
+                "team": "Storage",
+                "members": ["NIC1", "NIC2"],
+                "teaming_mode": "SwitchIndependent",
+                "load_balancing_algorithm": "Dynamic",
+            }
+        ],
+    ),
+    (
+        "new_team_with_standby_vlan_and_nic_name",
+        "no_team",
+        {
+            "members": ["NIC1", "NIC3"],
+            "standby_member": "NIC3",
+            "vlan_id": 30,
+            "team_nic_name": "Storage-30",
+            "teaming_mode": "Lacp",
+        },
+        [
+            {
+                "action": "new_team",
+                "team": "Storage",
+                "members": ["NIC1", "NIC3"],
+                "teaming_mode": "Lacp",
+                "load_balancing_algorithm": "Dynamic",
+                "team_nic_name": "Storage-30",
+            },
+            {"action": "set_member_mode", "team": "Storage", "member": "NIC3", "administrative_mode": "Standby"},
+            {"action": "set_team_nic_vlan", "team_nic": "Storage-30", "vlan_id": 30},
+        ],
+    ),
+    ("absent_removes_the_team", "team_up", {"state": "absent"}, [{"action": "remove_team", "team": "Storage"}]),
+    ("absent_already", "no_team", {"state": "absent"}, []),
+    (
+        "set_already_in_state",
+        "set_switch",
+        {"name": "SETswitch", "kind": "set", "members": ["NIC3", "NIC4"], "load_balancing_algorithm": "HyperVPort"},
+        [],
+    ),
+    (
+        "set_algorithm_drift",
+        "set_switch",
+        {"name": "SETswitch", "kind": "set", "members": ["NIC3", "NIC4"]},
+        [{"action": "set_set_team", "switch": "SETswitch", "load_balancing_algorithm": "Dynamic"}],
+    ),
+    (
+        "set_member_added",
+        "set_switch",
+        {
+            "name": "SETswitch",
+            "kind": "set",
+            "members": ["NIC1", "NIC3", "NIC4"],
+            "load_balancing_algorithm": "HyperVPort",
+        },
+        [{"action": "set_set_team", "switch": "SETswitch", "members": ["NIC1", "NIC3", "NIC4"]}],
+    ),
+    (
+        "set_new_switch",
+        "hyperv_no_switch",
+        {"name": "SETswitch", "kind": "set", "members": ["NIC3", "NIC4"]},
+        [
+            {
+                "action": "new_set_switch",
+                "switch": "SETswitch",
+                "members": ["NIC3", "NIC4"],
+                "load_balancing_algorithm": "Dynamic",
+            }
+        ],
+    ),
+    (
+        "set_absent",
+        "set_switch",
+        {"name": "SETswitch", "kind": "set", "state": "absent"},
+        [{"action": "remove_set_switch", "switch": "SETswitch"}],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "args", "expected"), [case[1:] for case in PLAN_CASES], ids=[c[0] for c in PLAN_CASES]
+)
+def test_plan_is_the_smallest_change(fixture, args, expected):
+    result = plan(desired(**args), state(fixture))
+    assert codes(result.findings, "refuse") == []
+    assert result.changes == expected
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"teaming_mode": "Lacp"}, {"teaming_mode": "Static"}, {"load_balancing_algorithm": "IPAddresses"}],
+)
+def test_mode_drift_is_converged_with_set_netlbfoteam_never_by_re_creating(args):
+    actions = [change["action"] for change in plan_changes(desired(**args), state("team_up"))]
+    assert actions == ["set_team"]
+
+
+def test_standby_moves_to_another_member_activating_first():
+    data = raw("team_up")
+    data["team_members"][1].update({"AdministrativeMode": 1, "OperationalStatus": 1})  # NIC2 on standby
+    changes = plan_changes(desired(standby_member="NIC1"), parse_host_state(data))
+    assert changes == [
+        {"action": "set_member_mode", "team": "Storage", "member": "NIC2", "administrative_mode": "Active"},
+        {"action": "set_member_mode", "team": "Storage", "member": "NIC1", "administrative_mode": "Standby"},
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------- preflight
+def test_mixed_speeds_and_vendors_are_refused_and_nothing_is_planned():
+    result = plan(desired(members=["NIC1", "MGMT"]), state("no_team"))
+    assert codes(result.findings, "refuse") == ["mixed_link_speeds", "mixed_vendors"]
+    assert result.changes == []
+    speeds = next(f for f in result.findings if f.code == "mixed_link_speeds")
+    assert "'NIC1' 10 Gbit/s, 'MGMT' 1 Gbit/s" in speeds.message
+    assert "set force: true" in speeds.message
+
+
+def test_force_turns_the_mix_into_warnings_and_plans_the_team():
+    result = plan(desired(members=["NIC1", "MGMT"], force=True), state("no_team"))
+    assert codes(result.findings, "refuse") == []
+    assert {"mixed_link_speeds", "mixed_vendors"} <= set(codes(result.findings, "warn"))
+    assert [change["action"] for change in result.changes] == ["new_team"]
+
+
+def test_same_card_model_on_two_cards_is_uniform():
+    result = preflight(desired(members=["NIC1", "NIC3"]), state("no_team"))
+    assert codes(result, "refuse") == []
+    assert "mixed_models" not in codes(result, "warn")
+
+
+def test_different_driver_versions_are_refused():
+    data = raw("no_team")
+    data["adapters"][2]["DriverVersionString"] = "1.9.0.0"  # NIC3
+    result = preflight(desired(members=["NIC1", "NIC3"]), parse_host_state(data))
+    assert codes(result, "refuse") == ["mixed_drivers"]
+    assert "'NIC1' 1.12.101.0, 'NIC3' 1.9.0.0" in next(f.message for f in result if f.code == "mixed_drivers")
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_vendor_teaming_tool_is_refused_even_with_force(force):
+    result = plan(desired(force=force), state("vendor_intel_ans"))
+    refused = [f for f in result.findings if f.severity == "refuse"]
+    assert [f.code for f in refused] == ["vendor_teaming_tool"]
+    assert refused[0].message.startswith("Intel Advanced Network Services (ANS) is installed (driver iANSMiniport")
+    assert "one teaming manager per machine" in refused[0].message
+    assert result.changes == []
+
+
+def test_hyperv_switch_on_the_team_refuses_lbfo_and_offers_set():
+    result = plan(desired(), state("hyperv_vswitch_on_team"))
+    refused = [f for f in result.findings if f.severity == "refuse"]
+    assert [f.code for f in refused] == ["lbfo_under_vswitch"]
+    message = refused[0].message
+    assert "Hyper-V switch 'vSwitch-Storage' sits on team 'Storage'" in message
+    assert "unsupported from Windows Server 2022 (this host: build 20348)" in message
+    assert "kind: set" in message and "-EnableEmbeddedTeaming $true -NetAdapterName NIC1,NIC2" in message
+    assert result.changes == []
+
+
+def test_a_team_meant_for_a_vswitch_is_refused_before_it_exists():
+    result = plan(desired(for_vswitch=True), state("hyperv_no_switch"))
+    assert codes(result.findings, "refuse") == ["lbfo_under_vswitch"]
+
+
+def test_set_is_planned_where_lbfo_is_refused():
+    result = plan(desired(kind="set", name="vSwitch-Storage", members=["NIC3", "NIC4"]), state("hyperv_no_switch"))
+    assert codes(result.findings, "refuse") == []
+    assert [change["action"] for change in result.changes] == ["new_set_switch"]
+
+
+def test_set_without_hyperv_is_refused():
+    result = plan(desired(kind="set", name="SETswitch"), state("no_team"))
+    assert codes(result.findings, "refuse") == ["hyperv_missing"]
+
+
+def test_set_refuses_members_of_an_lbfo_team():
+    result = plan(desired(kind="set", name="SETswitch", members=["NIC1", "NIC2"]), state("hyperv_vswitch_on_team"))
+    assert codes(result.findings, "refuse") == ["member_in_other_team", "member_in_other_team"]
+
+
+def test_missing_member_is_refused_and_named():
+    result = plan(desired(members=["NIC1", "NIC9"]), state("no_team"))
+    missing = [f for f in result.findings if f.code == "member_missing"]
+    assert missing[0].severity == "refuse"
+    assert missing[0].message.startswith("member 'NIC9' not found on the host; adapters present: 'MGMT', 'NIC1'")
+
+
+def test_member_of_another_team_is_refused():
+    result = plan(desired(name="Backup", members=["NIC1", "NIC3"]), state("team_up"))
+    assert codes(result.findings, "refuse") == ["member_in_other_team"]
+    assert "member 'NIC1' already belongs to LBFO team 'Storage'" in result.refusal_message()
+
+
+def test_disconnected_member_is_a_warning_not_a_speed_mismatch():
+    result = preflight(desired(), state("team_degraded"))
+    assert codes(result, "refuse") == []
+    assert "member_disconnected" in codes(result, "warn")
+
+
+def test_standby_member_is_warned_about():
+    result = preflight(desired(standby_member="NIC2"), state("team_up"))
+    assert "standby_member" in codes(result, "warn")
+
+
+def test_lbfo_unavailable_is_refused():
+    data = raw("no_team")
+    data["lbfo_available"] = False
+    assert codes(preflight(desired(), parse_host_state(data)), "refuse") == ["lbfo_unavailable"]
+
+
+def test_absent_has_no_preflight_refusals():
+    assert preflight(desired(state="absent"), state("vendor_intel_ans")) == []
+
+
+# ---------------------------------------------------------------------------------------------------- PCIe
+def test_pcie_link_that_cannot_carry_both_ports_is_warned_about():
+    result = preflight(desired(members=["SLOT3-P1", "SLOT3-P2"]), state("pcie_narrow_slot"))
+    assert codes(result, "refuse") == []
+    bottleneck = [f.message for f in result if f.code == "pcie_bottleneck"]
+    assert bottleneck[0] == (
+        "member 'SLOT3-P1': its PCIe link (x4 at 8.0 GT/s, about 31.51 Gbit/s usable) cannot carry the nominal "
+        "50 Gbit/s of SLOT3-P1 + SLOT3-P2; move the card to a wider or faster slot"
+    )
+    assert codes(result, "warn").count("pcie_link_degraded") == 2
+
+
+def test_pcie_link_wide_enough_gives_only_information():
+    result = preflight(desired(), state("no_team"))
+    assert codes(result, "warn") == []
+    assert codes(result, "info") == ["pcie_link", "pcie_link"]
+
+
+@pytest.mark.parametrize(
+    ("speed_encoded", "width", "gigabits_per_second"),
+    [
+        (1, 1, 2.0),  # Gen1: 2.5 GT/s, 8b/10b
+        (2, 4, 16.0),  # Gen2: 5 GT/s, 8b/10b
+        (3, 8, 63.015),  # Gen3: 8 GT/s, 128b/130b
+        (4, 16, 252.062),  # Gen4
+        (5, 16, 504.123),  # Gen5
+        (9, 8, None),  # not a documented encoding
+        (3, 0, None),  # no link
+    ],
+)
+def test_pcie_usable_rate_per_generation(speed_encoded, width, gigabits_per_second):
+    usable = PcieLink.usable_bits_per_second(speed_encoded, width)
+    if gigabits_per_second is None:
+        assert usable is None
+    else:
+        assert usable / 1e9 == pytest.approx(gigabits_per_second, abs=1e-3)
+
+
+# ---------------------------------------------------------------------------------------------------- verdicts
+VERDICT_CASES = [
+    # (id, fixture, desired args, ok, message)
+    ("team_up", "team_up", {}, True, "team 'Storage' is Up: 'NIC2' Active, 'NIC1' Active"),
+    (
+        "team_degraded_names_the_member",
+        "team_degraded",
+        {},
+        False,
+        "team 'Storage' is Degraded: member 'NIC2' is Failed (PhysicalMediaDisconnected)",
+    ),
+    (
+        "lacp_not_negotiated_names_the_member",
+        "lacp_negotiating",
+        {"teaming_mode": "Lacp"},
+        False,
+        "team 'Storage' is Degraded: member 'NIC2' is Failed (LacpNegotiationIssue)",
+    ),
+    ("team_missing", "no_team", {}, False, "team 'Storage' not found on the host"),
+    (
+        "members_differ",
+        "team_up",
+        {"members": ["NIC1", "NIC2", "NIC3"]},
+        False,
+        "team 'Storage' has members 'NIC1', 'NIC2', expected 'NIC1', 'NIC2', 'NIC3'",
+    ),
+    ("absent", "no_team", {"state": "absent"}, True, "team 'Storage' is absent"),
+    ("absent_still_there", "team_up", {"state": "absent"}, False, "team 'Storage' still exists (status Up)"),
+    (
+        "set_up",
+        "set_switch",
+        {"name": "SETswitch", "kind": "set", "members": ["NIC3", "NIC4"]},
+        True,
+        "SET switch 'SETswitch' is Up: 'NIC3', 'NIC4'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "args", "ok", "message"), [case[1:] for case in VERDICT_CASES], ids=[c[0] for c in VERDICT_CASES]
+)
+def test_verdict(fixture, args, ok, message):
+    result = verdict(desired(**args), state(fixture))
+    assert (result.ok, result.message) == (ok, message)
+
+
+def test_verdict_reports_the_real_members_and_their_state():
+    result = verdict(desired(), state("team_degraded"))
+    assert result.status == "Degraded"
+    assert {m["name"]: (m["operational_status"], m["failure_reason"]) for m in result.members} == {
+        "NIC1": ("Active", "NoFailure"),
+        "NIC2": ("Failed", "PhysicalMediaDisconnected"),
+    }
+
+
+def test_standby_member_on_standby_is_healthy():
+    data = raw("team_up")
+    data["team_members"][1].update({"AdministrativeMode": 1, "OperationalStatus": 1})
+    result = verdict(desired(standby_member="NIC2"), parse_host_state(data))
+    assert result.ok, result.message
+
+
+def test_set_member_down_is_named():
+    data = raw("set_switch")
+    data["adapters"][3].update({"Status": "Disconnected", "MediaConnectState": 2})
+    result = verdict(desired(name="SETswitch", kind="set", members=["NIC3", "NIC4"]), parse_host_state(data))
+    assert (result.ok, result.message) == (False, "SET switch 'SETswitch': member 'NIC4' is Disconnected")
+
+
+# ---------------------------------------------------------------------------------------------------- diff
+def test_diff_summaries_show_the_mode_change_only():
+    wanted = desired(teaming_mode="Lacp")
+    before = summary(wanted, state("team_up"))
+    after = desired_summary(wanted, before)
+    changed = {key for key in before if before[key] != after[key]}
+    assert changed == {"teaming_mode"}
+
+
+def test_diff_of_a_new_team():
+    wanted = desired()
+    before = summary(wanted, state("no_team"))
+    assert before == {"kind": "lbfo", "name": "Storage", "present": False}
+    assert desired_summary(wanted, before)["team_nic_name"] == "Storage"
+
+
+def test_fixture_is_not_modified_by_parsing():
+    data = raw("team_up")
+    snapshot = copy.deepcopy(data)
+    parse_host_state(data)
+    assert data == snapshot
