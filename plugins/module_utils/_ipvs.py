@@ -1,0 +1,609 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Parsers for the IPVS tables: /proc/net/ip_vs, /proc/net/ip_vs_stats and ``ipvsadm -Ln [--stats] --exact``.
+
+Why two sources: /proc/net/ip_vs (hex addresses, ports and persistence timeout in jiffies) gives weights and
+active/inactive connections but no per-server counters; ``ipvsadm -Ln --stats --exact`` gives the per-server
+conns/packets/bytes but no weights, so the ipvsadm source reads ``-Ln --exact`` and ``-Ln --stats --exact`` and merges
+them. ``--exact`` matters: without it ipvsadm rounds large counters to K/M/G, which these parsers refuse.
+
+Every parser returns plain dicts (JSON-friendly) and raises ValueError with the line number and text of the first line
+it cannot read. ``parse_proc_ip_vs`` and ``parse_ipvsadm`` are the fast paths (str.split, one pass);
+``reference_parse_proc_ip_vs`` and ``reference_parse_ipvsadm`` are slow, obvious regex versions the tests compare
+them against.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+
+HEADER_PREFIX = "IP Virtual Server version "
+COUNTER_KEYS = ("conns", "in_packets", "out_packets", "in_bytes", "out_bytes")
+FORWARD_METHODS = ("Masq", "Local", "Tunnel", "Route", "Bypass")
+# Schedulers that hash the client's source address: every client behind one NAT address lands on one real server.
+SOURCE_HASH_SCHEDULERS = {"sh": "sh-port", "mh": "mh-port"}
+
+
+class IpvsParseError(ValueError):
+    """Input that is not (complete) IPVS output; the message names the line."""
+
+
+def _fail(line_number, line, expected):
+    raise IpvsParseError(
+        f"line {line_number}: expected {expected}, got {line.strip()!r}; is the input complete and unmodified?"
+    )
+
+
+def _header(lines, source):
+    if not lines or not lines[0].strip():
+        raise IpvsParseError(
+            f"empty {source}: expected the 'IP Virtual Server version' header; is the ip_vs kernel module loaded?")
+    first = lines[0]
+    if not first.startswith(HEADER_PREFIX):
+        raise IpvsParseError(
+            f"line 1: expected the 'IP Virtual Server version' header of {source}, got {first.strip()!r}"
+        )
+    version, dummy, size = first[len(HEADER_PREFIX):].partition(" ")
+    table_size = None
+    if size.startswith("(size=") and size.rstrip().endswith(")"):
+        try:
+            table_size = int(size.rstrip()[len("(size="):-1])
+        except ValueError:
+            table_size = None
+    return version, table_size
+
+
+def _new_service(protocol, address, port, fwmark, family, scheduler):
+    return {
+        "protocol": protocol,
+        "address": address,
+        "port": port,
+        "fwmark": fwmark,
+        "family": family,
+        "scheduler": scheduler,
+        "flags": [],
+        "persistent": False,
+        "persistence_timeout_s": None,
+        "persistence_netmask": None,
+        "one_packet_scheduling": False,
+        "persistence_engine": None,
+        "conns": None,
+        "in_packets": None,
+        "out_packets": None,
+        "in_bytes": None,
+        "out_bytes": None,
+        "real_servers": [],
+    }
+
+
+def _new_real_server(address, port, family):
+    return {
+        "address": address,
+        "port": port,
+        "family": family,
+        "forward": None,
+        "weight": None,
+        "active_conns": None,
+        "inactive_conns": None,
+        "conns": None,
+        "in_packets": None,
+        "out_packets": None,
+        "in_bytes": None,
+        "out_bytes": None,
+    }
+
+
+def service_key(service):
+    """A stable text id: 'TCP 10.0.0.1:80', 'UDP [2001:db8::1]:53', 'FWM 7' or 'FWM 7 IPv6'."""
+    if service["fwmark"] is not None:
+        suffix = " IPv6" if service["family"] == "ipv6" else ""
+        return f"FWM {service['fwmark']}{suffix}"
+    return f"{service['protocol']} {endpoint(service['address'], service['port'], service['family'])}"
+
+
+def endpoint(address, port, family):
+    """'10.0.0.1:80' or '[2001:db8::1]:80'."""
+    if family == "ipv6":
+        return f"[{address}]:{port}"
+    return f"{address}:{port}"
+
+
+# ---------------------------------------------------------------- /proc/net/ip_vs (hex) -- fast path
+
+
+def _proc_ipv4(hex_address):
+    return socket.inet_ntoa(bytes.fromhex(hex_address))
+
+
+def _proc_ipv6(bracketed):
+    # %pI6 prints eight groups of four hex digits; ipaddress gives the usual compressed form.
+    return ipaddress.IPv6Address(bracketed[1:-1]).compressed
+
+
+def _proc_endpoint(token):
+    """'0A000001:0050' or '[2001:0db8:...:0001]:0050' -> (address, port, family)."""
+    if token.startswith("["):
+        address, dummy, port = token.rpartition(":")
+        if not address.endswith("]"):
+            raise ValueError(token)
+        return _proc_ipv6(address), int(port, 16), "ipv6"
+    address, dummy, port = token.partition(":")
+    if len(address) != 8 or not port:
+        raise ValueError(token)
+    return _proc_ipv4(address), int(port, 16), "ipv4"
+
+
+def _proc_netmask(hex_mask, family):
+    """/proc prints ntohl(netmask): a dotted mask for IPv4, a prefix length (byte-swapped on little endian) for IPv6."""
+    value = int(hex_mask, 16)
+    if family == "ipv6":
+        if value > 128:
+            value = int.from_bytes(value.to_bytes(4, "big"), "little")
+        return str(value)
+    return socket.inet_ntoa(value.to_bytes(4, "big"))
+
+
+def _proc_service_tail(service, tokens, kernel_hz):
+    """Flags after the scheduler: optional 'ops', optional 'persistent TIMEOUT_JIFFIES NETMASK'."""
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token == "ops":
+            service["one_packet_scheduling"] = True
+            service["flags"].append("ops")
+            index += 1
+        elif token == "persistent" and index + 2 < len(tokens):
+            service["persistent"] = True
+            service["flags"].append("persistent")
+            jiffies = int(tokens[index + 1])
+            service["persistence_timeout_s"] = jiffies // kernel_hz
+            service["persistence_netmask"] = tokens[index + 2]  # resolved once the family is known
+            index += 3
+        else:
+            raise ValueError(token)
+
+
+def parse_proc_ip_vs(text, kernel_hz=250):
+    """Parse /proc/net/ip_vs. ``kernel_hz`` (CONFIG_HZ, 250 on Debian) turns the jiffies timeout into seconds."""
+    if kernel_hz < 1:
+        raise ValueError(f"kernel_hz is {kernel_hz!r}: give the kernel's CONFIG_HZ (100, 250, 300 or 1000)")
+    lines = text.splitlines()
+    version, table_size = _header(lines, "/proc/net/ip_vs")
+    services = []
+    current = None
+    for number in range(2, len(lines) + 1):
+        line = lines[number - 1]
+        if number <= 3:
+            if not line.lstrip().startswith(("Prot ", "-> ")):
+                _fail(number, line, "the column header of /proc/net/ip_vs")
+            continue
+        tokens = line.split()
+        if not tokens:
+            continue
+        try:
+            if tokens[0] == "->":
+                if current is None:
+                    _fail(number, line, "a virtual service line before the first real server")
+                if len(tokens) != 6:
+                    raise ValueError(line)
+                address, port, family = _proc_endpoint(tokens[1])
+                server = _new_real_server(address, port, family)
+                server["forward"] = tokens[2]
+                server["weight"] = int(tokens[3])
+                server["active_conns"] = int(tokens[4])
+                server["inactive_conns"] = int(tokens[5])
+                current["real_servers"].append(server)
+                if current["family"] is None:
+                    current["family"] = family
+                continue
+            if tokens[0] == "FWM":
+                if len(tokens) < 3:
+                    raise ValueError(line)
+                current = _new_service("FWM", None, None, int(tokens[1], 16), None, tokens[2])
+            else:
+                if len(tokens) < 3:
+                    raise ValueError(line)
+                address, port, family = _proc_endpoint(tokens[1])
+                current = _new_service(tokens[0], address, port, None, family, tokens[2])
+            _proc_service_tail(current, tokens[3:], kernel_hz)
+            services.append(current)
+        except IpvsParseError:
+            raise
+        except (ValueError, IndexError, OSError):
+            if tokens[0] == "->":
+                _fail(number, line, "'  -> ADDRESS:PORT Forward Weight ActiveConn InActConn'")
+            _fail(number, line, "'Prot ADDRESS:PORT Scheduler [ops] [persistent TIMEOUT NETMASK]'")
+    for service in services:
+        if service["persistence_netmask"] is not None:
+            service["persistence_netmask"] = _proc_netmask(service["persistence_netmask"], service["family"])
+    return {"version": version, "conn_table_size": table_size, "services": services}
+
+
+# ---------------------------------------------------------------- /proc/net/ip_vs (hex) -- slow reference
+
+_REF_V4 = r"(?P<a4>[0-9A-F]{8}):(?P<p4>[0-9A-F]{4})"
+_REF_V6 = r"\[(?P<a6>[0-9a-f:]+)\]:(?P<p6>[0-9A-F]{4})"
+_REF_PROC_SERVICE = re.compile(
+    r"^(?:(?P<proto>[A-Z]+)  (?:" + _REF_V4 + "|" + _REF_V6 + r")|FWM  (?P<mark>[0-9A-F]{8})) (?P<sched>[a-z]+)"
+    r"(?P<ops> ops)? *(?:persistent (?P<timeout>\d+) (?P<mask>[0-9A-F]{8}))? *$"
+)
+_REF_PROC_SERVER = re.compile(
+    r"^  -> (?:" + _REF_V4 + "|" + _REF_V6 + r") +(?P<fwd>[A-Za-z]+) +(?P<weight>-?\d+) +(?P<active>-?\d+)"
+    r" +(?P<inactive>-?\d+) *$"
+)
+
+
+def _ref_endpoint(match):
+    if match.group("a4") is not None:
+        number = int(match.group("a4"), 16)
+        return str(ipaddress.IPv4Address(number)), int(match.group("p4"), 16), "ipv4"
+    return str(ipaddress.IPv6Address(match.group("a6"))), int(match.group("p6"), 16), "ipv6"
+
+
+def reference_parse_proc_ip_vs(text, kernel_hz=250):
+    """Regex twin of ``parse_proc_ip_vs`` for well-formed input (tests and the benchmark only)."""
+    lines = text.splitlines()
+    version, table_size = _header(lines, "/proc/net/ip_vs")
+    services = []
+    for line in lines[3:]:
+        if not line.strip():
+            continue
+        server_match = _REF_PROC_SERVER.match(line)
+        if server_match:
+            address, port, family = _ref_endpoint(server_match)
+            server = _new_real_server(address, port, family)
+            server["forward"] = server_match.group("fwd")
+            server["weight"] = int(server_match.group("weight"))
+            server["active_conns"] = int(server_match.group("active"))
+            server["inactive_conns"] = int(server_match.group("inactive"))
+            services[-1]["real_servers"].append(server)
+            if services[-1]["family"] is None:
+                services[-1]["family"] = family
+            continue
+        match = _REF_PROC_SERVICE.match(line)
+        if not match:
+            raise IpvsParseError(f"reference parser cannot read {line!r}")
+        if match.group("mark") is not None:
+            service = _new_service("FWM", None, None, int(match.group("mark"), 16), None, match.group("sched"))
+        else:
+            address, port, family = _ref_endpoint(match)
+            service = _new_service(match.group("proto"), address, port, None, family, match.group("sched"))
+        if match.group("ops"):
+            service["one_packet_scheduling"] = True
+            service["flags"].append("ops")
+        if match.group("timeout") is not None:
+            service["persistent"] = True
+            service["flags"].append("persistent")
+            service["persistence_timeout_s"] = int(match.group("timeout")) // kernel_hz
+            service["persistence_netmask"] = match.group("mask")
+        services.append(service)
+    for service in services:
+        mask = service["persistence_netmask"]
+        if mask is None:
+            continue
+        value = int(mask, 16)
+        if service["family"] == "ipv6":
+            service["persistence_netmask"] = str(value if value <= 128 else int.from_bytes(
+                value.to_bytes(4, "big"), "little"))
+        else:
+            service["persistence_netmask"] = str(ipaddress.IPv4Address(value))
+    return {"version": version, "conn_table_size": table_size, "services": services}
+
+
+# ---------------------------------------------------------------- /proc/net/ip_vs_stats (hex)
+
+_STATS_TOTAL_KEYS = COUNTER_KEYS
+_STATS_RATE_KEYS = ("conns_per_second", "in_packets_per_second", "out_packets_per_second",
+                    "in_bytes_per_second", "out_bytes_per_second")
+
+
+def parse_proc_ip_vs_stats(text):
+    """Parse /proc/net/ip_vs_stats: two hex rows (totals since load, and current rates)."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        tokens = line.split()
+        if not tokens or not all(_is_hex(token) for token in tokens):
+            continue
+        if len(tokens) != 5:
+            _fail(number, line, "five hex counters (Conns InPkts OutPkts InBytes OutBytes)")
+        rows.append([int(token, 16) for token in tokens])
+    if len(rows) != 2:
+        raise IpvsParseError(
+            f"/proc/net/ip_vs_stats: expected 2 rows of hex counters (totals and rates), found {len(rows)}; "
+            f"is the input complete?"
+        )
+    result = dict(zip(_STATS_TOTAL_KEYS, rows[0]))
+    result.update(zip(_STATS_RATE_KEYS, rows[1]))
+    return result
+
+
+def _is_hex(token):
+    try:
+        int(token, 16)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- ipvsadm -Ln [--stats] --exact -- fast path
+
+
+def _ipvsadm_endpoint(token):
+    """'10.0.0.1:80' or '[2001:db8::1]:80' -> (address, port, family)."""
+    if token.startswith("["):
+        address, dummy, port = token.rpartition(":")
+        if not address.endswith("]"):
+            raise ValueError(token)
+        return ipaddress.IPv6Address(address[1:-1]).compressed, int(port), "ipv6"
+    address, dummy, port = token.rpartition(":")
+    socket.inet_aton(address)
+    if address.count(".") != 3:
+        raise ValueError(token)
+    return address, int(port), "ipv4"
+
+
+def _counter(token, line_number, line):
+    if not token.isdigit():
+        raise IpvsParseError(
+            f"line {line_number}: counter {token!r} is not an exact integer in {line.strip()!r}; run ipvsadm with "
+            f"--exact so counters are not rounded to K/M/G"
+        )
+    return int(token)
+
+
+def _ipvsadm_service_tail(service, tokens):
+    """Flags after the scheduler in the plain listing: '(flag,...)', 'persistent N', 'mask M', 'pe NAME', 'ops'."""
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token.startswith("(") and token.endswith(")"):
+            service["flags"].extend(flag for flag in token[1:-1].split(",") if flag)
+            index += 1
+        elif token == "persistent":
+            service["persistent"] = True
+            service["flags"].append("persistent")
+            service["persistence_timeout_s"] = int(tokens[index + 1])
+            index += 2
+        elif token == "mask":
+            service["persistence_netmask"] = tokens[index + 1]
+            index += 2
+        elif token == "pe":
+            service["persistence_engine"] = tokens[index + 1]
+            index += 2
+        elif token == "ops":
+            service["one_packet_scheduling"] = True
+            service["flags"].append("ops")
+            index += 1
+        else:
+            raise ValueError(token)
+    if service["persistent"] and service["persistence_netmask"] is None:
+        service["persistence_netmask"] = "128" if service["family"] == "ipv6" else "255.255.255.255"
+
+
+def _ipvsadm_service_head(tokens):
+    """(service, rest) from 'TCP  10.0.0.1:80 ...', 'FWM  7 ...' or 'FWM  7 IPv6 ...'."""
+    if tokens[0] == "FWM":
+        family = None
+        rest = tokens[2:]
+        if rest and rest[0] == "IPv6":
+            family = "ipv6"
+            rest = rest[1:]
+        return _new_service("FWM", None, None, int(tokens[1]), family, None), rest
+    address, port, family = _ipvsadm_endpoint(tokens[1])
+    return _new_service(tokens[0], address, port, None, family, None), tokens[2:]
+
+
+def parse_ipvsadm(text):
+    """Parse ``ipvsadm -Ln --exact`` (weights) or ``ipvsadm -Ln --stats --exact`` (counters); the header decides.
+
+    Returns {"version", "conn_table_size", "kind": "list"|"stats", "services": [...]}.
+    """
+    lines = text.splitlines()
+    version, table_size = _header(lines, "ipvsadm output")
+    if len(lines) < 3 or not lines[1].startswith("Prot LocalAddress:Port"):
+        _fail(2, lines[1] if len(lines) > 1 else "", "the 'Prot LocalAddress:Port ...' column header")
+    kind = "stats" if "Conns" in lines[1].split() else "list"
+    if "CPS" in lines[1].split():
+        raise IpvsParseError("line 2: this is the --rate listing; run ipvsadm -Ln --stats --exact instead")
+    if not lines[2].lstrip().startswith("-> RemoteAddress:Port"):
+        _fail(3, lines[2], "the '  -> RemoteAddress:Port ...' column header")
+    services = []
+    current = None
+    for number in range(4, len(lines) + 1):
+        line = lines[number - 1]
+        tokens = line.split()
+        if not tokens:
+            continue
+        try:
+            if tokens[0] == "->":
+                if current is None:
+                    _fail(number, line, "a virtual service line before the first real server")
+                address, port, family = _ipvsadm_endpoint(tokens[1])
+                server = _new_real_server(address, port, family)
+                if kind == "stats":
+                    if len(tokens) != 7:
+                        raise ValueError(line)
+                    for key, token in zip(COUNTER_KEYS, tokens[2:]):
+                        server[key] = _counter(token, number, line)
+                else:
+                    if len(tokens) != 6:
+                        raise ValueError(line)
+                    server["forward"] = tokens[2]
+                    server["weight"] = int(tokens[3])
+                    server["active_conns"] = int(tokens[4])
+                    server["inactive_conns"] = int(tokens[5])
+                current["real_servers"].append(server)
+                if current["family"] is None:
+                    current["family"] = family
+                continue
+            current, rest = _ipvsadm_service_head(tokens)
+            if kind == "stats":
+                if len(rest) != 5:
+                    raise ValueError(line)
+                for key, token in zip(COUNTER_KEYS, rest):
+                    current[key] = _counter(token, number, line)
+            else:
+                if not rest:
+                    raise ValueError(line)
+                current["scheduler"] = rest[0]
+                _ipvsadm_service_tail(current, rest[1:])
+            services.append(current)
+        except IpvsParseError:
+            raise
+        except (ValueError, IndexError, OSError):
+            if tokens[0] == "->":
+                if kind == "stats":
+                    _fail(number, line, "'  -> ADDRESS:PORT Conns InPkts OutPkts InBytes OutBytes'")
+                _fail(number, line, "'  -> ADDRESS:PORT Forward Weight ActiveConn InActConn'")
+            if kind == "stats":
+                _fail(number, line, "'Prot ADDRESS:PORT Conns InPkts OutPkts InBytes OutBytes'")
+            _fail(number, line, "'Prot ADDRESS:PORT Scheduler [flags]' or 'FWM MARK [IPv6] Scheduler [flags]'")
+    return {"version": version, "conn_table_size": table_size, "kind": kind, "services": services}
+
+
+# ---------------------------------------------------------------- ipvsadm -- slow reference
+
+_REF_ADDR = r"(?:(?P<a4>\d+\.\d+\.\d+\.\d+)|\[(?P<a6>[0-9a-fA-F:.]+)\]):(?P<port>\d+)"
+_REF_HEAD = r"^(?:(?P<proto>TCP|UDP|SCTP)  " + _REF_ADDR + r"|FWM  (?P<mark>\d+)(?P<v6> IPv6)?)"
+_REF_COUNTERS = r" +(?P<conns>\d+) +(?P<inpkts>\d+) +(?P<outpkts>\d+) +(?P<inbytes>\d+) +(?P<outbytes>\d+) *$"
+_REF_ADM_SERVICE_LIST = re.compile(
+    _REF_HEAD + r" +(?P<sched>\S+)(?: \((?P<schedflags>[^)]*)\))?(?: persistent (?P<timeout>\d+))?"
+    r"(?: mask (?P<mask>\S+))?(?: pe (?P<pe>\S+))?(?P<ops> ops)? *$"
+)
+_REF_ADM_SERVICE_STATS = re.compile(_REF_HEAD + _REF_COUNTERS)
+_REF_ADM_SERVER_LIST = re.compile(
+    r"^  -> " + _REF_ADDR + r" +(?P<fwd>\S+) +(?P<weight>-?\d+) +(?P<active>\d+) +(?P<inactive>\d+) *$"
+)
+_REF_ADM_SERVER_STATS = re.compile(r"^  -> " + _REF_ADDR + _REF_COUNTERS)
+_REF_COUNTER_GROUPS = ("conns", "inpkts", "outpkts", "inbytes", "outbytes")
+
+
+def _ref_adm_endpoint(match):
+    if match.group("a4") is not None:
+        return str(ipaddress.IPv4Address(match.group("a4"))), int(match.group("port")), "ipv4"
+    return str(ipaddress.IPv6Address(match.group("a6"))), int(match.group("port")), "ipv6"
+
+
+def _ref_counters(target, match):
+    for key, group in zip(COUNTER_KEYS, _REF_COUNTER_GROUPS):
+        target[key] = int(match.group(group))
+
+
+def reference_parse_ipvsadm(text):
+    """Regex twin of ``parse_ipvsadm`` for well-formed input (tests and the benchmark only)."""
+    lines = text.splitlines()
+    version, table_size = _header(lines, "ipvsadm output")
+    kind = "stats" if "Conns" in lines[1] else "list"
+    service_pattern = _REF_ADM_SERVICE_STATS if kind == "stats" else _REF_ADM_SERVICE_LIST
+    server_pattern = _REF_ADM_SERVER_STATS if kind == "stats" else _REF_ADM_SERVER_LIST
+    services = []
+    for line in lines[3:]:
+        if not line.strip():
+            continue
+        match = server_pattern.match(line)
+        if match:
+            server = _new_real_server(*_ref_adm_endpoint(match))
+            if kind == "stats":
+                _ref_counters(server, match)
+            else:
+                server["forward"] = match.group("fwd")
+                server["weight"] = int(match.group("weight"))
+                server["active_conns"] = int(match.group("active"))
+                server["inactive_conns"] = int(match.group("inactive"))
+            services[-1]["real_servers"].append(server)
+            if services[-1]["family"] is None:
+                services[-1]["family"] = server["family"]
+            continue
+        match = service_pattern.match(line)
+        if not match:
+            raise IpvsParseError(f"reference parser cannot read {line!r}")
+        if match.group("mark") is not None:
+            service = _new_service("FWM", None, None, int(match.group("mark")),
+                                   "ipv6" if match.group("v6") else None, None)
+        else:
+            address, port, family = _ref_adm_endpoint(match)
+            service = _new_service(match.group("proto"), address, port, None, family, None)
+        if kind == "stats":
+            _ref_counters(service, match)
+        else:
+            service["scheduler"] = match.group("sched")
+            if match.group("schedflags"):
+                service["flags"].extend(match.group("schedflags").split(","))
+            if match.group("timeout") is not None:
+                service["persistent"] = True
+                service["flags"].append("persistent")
+                service["persistence_timeout_s"] = int(match.group("timeout"))
+                service["persistence_netmask"] = match.group("mask") or (
+                    "128" if service["family"] == "ipv6" else "255.255.255.255")
+            service["persistence_engine"] = match.group("pe")
+            if match.group("ops"):
+                service["one_packet_scheduling"] = True
+                service["flags"].append("ops")
+        services.append(service)
+    return {"version": version, "conn_table_size": table_size, "kind": kind, "services": services}
+
+
+# ---------------------------------------------------------------- merging the two ipvsadm listings
+
+
+def _server_key(server):
+    return endpoint(server["address"], server["port"], server["family"])
+
+
+def merge_ipvsadm(listing, stats):
+    """Add the counters of ``ipvsadm -Ln --stats --exact`` to the services of ``ipvsadm -Ln --exact``.
+
+    Services or servers that appeared between the two reads are kept with the fields their one listing had.
+    """
+    if listing.get("kind") != "list" or stats.get("kind") != "stats":
+        raise IpvsParseError("merge_ipvsadm needs the plain listing first and the --stats listing second")
+    stats_by_key = {}
+    for service in stats["services"]:
+        stats_by_key[service_key(service)] = service
+    merged = []
+    for service in listing["services"]:
+        counters = stats_by_key.pop(service_key(service), None)
+        if counters is not None:
+            for key in COUNTER_KEYS:
+                service[key] = counters[key]
+            servers_by_key = {_server_key(server): server for server in counters["real_servers"]}
+            for server in service["real_servers"]:
+                found = servers_by_key.pop(_server_key(server), None)
+                if found is not None:
+                    for key in COUNTER_KEYS:
+                        server[key] = found[key]
+            service["real_servers"].extend(servers_by_key.values())
+        merged.append(service)
+    merged.extend(stats_by_key.values())
+    return {"version": listing["version"], "conn_table_size": listing["conn_table_size"], "kind": "merged",
+            "services": merged}
+
+
+def totals(services):
+    """Sum of the per-service counters (None where a counter is unknown)."""
+    result = {}
+    for key in COUNTER_KEYS:
+        known = [service[key] for service in services if service[key] is not None]
+        result[key] = sum(known) if len(known) == len(services) else None
+    return result
+
+
+def pinning_warning(service):
+    """Plain words when a service pins every client behind one NAT address to one real server, else None."""
+    name = service_key(service)
+    scheduler = service["scheduler"]
+    if scheduler in SOURCE_HASH_SCHEDULERS and SOURCE_HASH_SCHEDULERS[scheduler] not in service["flags"]:
+        return (
+            f"{name} uses the {scheduler!r} scheduler, which hashes the client's source address: all clients behind "
+            f"one NAT address land on the same real server. Use a connection scheduler (wlc, rr) or add the "
+            f"{SOURCE_HASH_SCHEDULERS[scheduler]} flag."
+        )
+    if service["persistent"]:
+        return (
+            f"{name} is persistent ({service['persistence_timeout_s']} s, netmask {service['persistence_netmask']}): "
+            f"every connection from one client address - and all clients behind one NAT address - stays on one real "
+            f"server for that time, so the spread follows the number of client addresses, not connections."
+        )
+    return None

@@ -1,0 +1,616 @@
+#!/usr/bin/python
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ipvs_spread
+short_description: Report how IPVS spreads connections over the real servers, against their weights
+version_added: 0.1.0
+description:
+  - Reads the IPVS table of an LVS director and reports, per virtual service, the scheduler, its flags and, per real
+    server, the weight, the active and inactive connections and (with the C(ipvsadm) source) the total connections,
+    packets and bytes.
+  - Computes how far each real server's share of the load is from its weighted share and gives a C(balanced) verdict
+    against a threshold (15 percent by default).
+  - Warns about the C(sh) and C(mh) schedulers without their port flag, and about persistence, because both pin all
+    clients behind one NAT address to one real server.
+  - Read-only; it never changes the IPVS table.
+author:
+  - hpc.balance maintainers (@hpc-balance)
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: The module only reads; it behaves the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+options:
+  source:
+    description:
+      - Where to read the table from.
+      - C(proc) reads C(/proc/net/ip_vs) (weights, active and inactive connections) and C(/proc/net/ip_vs_stats)
+        (totals); it needs no extra package but has no per-server counters.
+      - C(ipvsadm) runs C(ipvsadm -Ln --exact) and C(ipvsadm -Ln --stats --exact) and merges them, which adds
+        per-server connections, packets and bytes. Counters are never read in the rounded K/M/G form.
+      - C(auto) uses C(ipvsadm) when it is installed and I(proc_net_path) is left at C(/proc/net), else C(proc).
+    type: str
+    choices: [auto, proc, ipvsadm]
+    default: auto
+  virtual_address:
+    description:
+      - Only report virtual services with this address (IPv4 or IPv6, any spelling).
+    type: str
+  virtual_port:
+    description:
+      - Only report virtual services on this port.
+    type: int
+  fwmark:
+    description:
+      - Only report the firewall-mark service with this mark.
+    type: int
+  metric:
+    description:
+      - The load that is compared against the weights.
+      - C(conns) is the number of connections scheduled since the service was created (C(ipvsadm) source only).
+      - C(current_conns) is active plus inactive connections now; C(active_conns) only the active ones.
+      - C(in_packets) and C(in_bytes) are the inbound counters (C(ipvsadm) source only).
+      - C(auto) uses C(conns) when per-server counters are known, else C(current_conns).
+    type: str
+    choices: [auto, conns, current_conns, active_conns, in_packets, in_bytes]
+    default: auto
+  threshold_percent:
+    description:
+      - A service is balanced when no real server with a weight above 0 deviates from its weighted share by more
+        than this many percent.
+    type: float
+    default: 15.0
+  proc_net_path:
+    description:
+      - Directory holding C(ip_vs) and C(ip_vs_stats). Point it at a saved copy to audit a snapshot.
+    type: path
+    default: /proc/net
+  kernel_hz:
+    description:
+      - The kernel's C(CONFIG_HZ); C(/proc/net/ip_vs) prints the persistence timeout in jiffies. Debian uses 250.
+    type: int
+    default: 250
+notes:
+  - The spread says little with few connections; send at least some hundred connections through a virtual service
+    before trusting the verdict. Real servers with weight 0 are quiesced and left out of the verdict.
+  - On some kernels the counters shown by C(ipvsadm --stats) lag by a second or two; read again after a short pause.
+  - C(/proc/net/ip_vs) does not show scheduler flags, so with the C(proc) source an C(sh) or C(mh) service is warned
+    about even when it hashes ports too (C(sh-port), C(mh-port)); the C(ipvsadm) source sees the flags.
+seealso:
+  - module: hpc.balance.iperf3_throughput
+  - module: hpc.balance.tokens_per_expert
+"""
+
+EXAMPLES = r"""
+- name: Report the spread of every virtual service
+  hpc.balance.ipvs_spread:
+  register: spread
+
+- name: Check one VIP and fail when it is out of balance
+  hpc.balance.ipvs_spread:
+    virtual_address: 198.18.0.100
+    virtual_port: 80
+    threshold_percent: 10
+  register: web
+  failed_when: web.balanced is false
+
+- name: Read the table without ipvsadm (no per-server counters)
+  hpc.balance.ipvs_spread:
+    source: proc
+    metric: current_conns
+"""
+
+RETURN = r"""
+source:
+  description: The source that was read.
+  returned: always
+  type: str
+  sample: ipvsadm
+metric:
+  description: The metric compared against the weights (after resolving C(auto)).
+  returned: always
+  type: str
+  sample: conns
+threshold_percent:
+  description: The threshold used for the verdicts.
+  returned: always
+  type: float
+  sample: 15.0
+ipvs_version:
+  description: The IPVS version from the table header.
+  returned: always
+  type: str
+  sample: 1.2.1
+balanced:
+  description:
+    - True when every judged service is balanced, false when one is not, null when no service carried any load.
+  returned: always
+  type: bool
+  sample: true
+service_count:
+  description: Number of virtual services reported (after filtering).
+  returned: always
+  type: int
+  sample: 1
+real_server_count:
+  description: Number of real servers over the reported services.
+  returned: always
+  type: int
+  sample: 2
+totals:
+  description:
+    - IPVS-wide counters since the module was loaded (C(/proc/net/ip_vs_stats) or the sum over the services).
+    - Keys are null where the source does not know them.
+  returned: always
+  type: dict
+  sample: {"conns": 10000, "in_packets": 60000, "out_packets": 0, "in_bytes": 4000000, "out_bytes": 0}
+summary:
+  description: One plain line per service.
+  returned: always
+  type: list
+  elements: str
+  sample: ["TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 4.2 % (limit 15 %), CV 0.042"]
+services:
+  description: One entry per virtual service.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Service id, C(PROTO ADDRESS:PORT), C(FWM MARK) or C(FWM MARK IPv6).
+      returned: always
+      type: str
+      sample: TCP 198.18.0.100:80
+    protocol:
+      description: C(TCP), C(UDP), C(SCTP) or C(FWM).
+      returned: always
+      type: str
+      sample: TCP
+    address:
+      description: Virtual address (null for firewall-mark services).
+      returned: always
+      type: str
+      sample: 198.18.0.100
+    port:
+      description: Virtual port (null for firewall-mark services).
+      returned: always
+      type: int
+      sample: 80
+    fwmark:
+      description: Firewall mark (null for address services).
+      returned: always
+      type: int
+      sample: null
+    family:
+      description: C(ipv4) or C(ipv6) (null for a firewall-mark service without real servers in C(/proc)).
+      returned: always
+      type: str
+      sample: ipv4
+    scheduler:
+      description: Scheduler name.
+      returned: always
+      type: str
+      sample: wlc
+    flags:
+      description: Service flags (scheduler flags, C(persistent), C(ops)).
+      returned: always
+      type: list
+      elements: str
+      sample: []
+    persistent:
+      description: Whether the service is persistent.
+      returned: always
+      type: bool
+      sample: false
+    persistence_timeout_s:
+      description: Persistence timeout in seconds (null when not persistent).
+      returned: always
+      type: int
+      sample: null
+    persistence_netmask:
+      description: Persistence netmask, dotted for IPv4, prefix length for IPv6 (null when not persistent).
+      returned: always
+      type: str
+      sample: null
+    persistence_engine:
+      description: Persistence engine such as C(sip) (C(ipvsadm) source only; null when none).
+      returned: always
+      type: str
+      sample: null
+    one_packet_scheduling:
+      description: Whether one-packet scheduling (C(ops)) is on.
+      returned: always
+      type: bool
+      sample: false
+    conns:
+      description: Connections scheduled since the service was created (null with the C(proc) source).
+      returned: always
+      type: int
+      sample: 10000
+    in_packets:
+      description: Inbound packets (null with the C(proc) source).
+      returned: always
+      type: int
+      sample: 60000
+    out_packets:
+      description: Outbound packets (null with the C(proc) source; 0 in DR mode).
+      returned: always
+      type: int
+      sample: 0
+    in_bytes:
+      description: Inbound bytes (null with the C(proc) source).
+      returned: always
+      type: int
+      sample: 4000000
+    out_bytes:
+      description: Outbound bytes (null with the C(proc) source; 0 in DR mode).
+      returned: always
+      type: int
+      sample: 0
+    balanced:
+      description: The verdict for this service; null when no load was recorded.
+      returned: always
+      type: bool
+      sample: true
+    max_abs_deviation_percent:
+      description: Largest deviation of a weighted real server from its share, in percent.
+      returned: always
+      type: float
+      sample: 4.2
+    spread:
+      description:
+        - Balance statistics of the metric per unit of weight, from the shared C(_spread) module utils.
+        - C(hot_share) is the fraction of the load on real servers above 2 x the mean.
+      returned: always
+      type: dict
+      sample: {"count": 2, "total": 10000, "mean": 5000.0, "min": 4790, "max": 5210, "max_over_mean": 1.042,
+               "min_over_max": 0.919, "cv": 0.042, "cv_grade": "excellent", "idle_count": 0, "idle_share": 0.0,
+               "hot_count": 0, "hot_share": 0.0}
+    pinning_warning:
+      description: Plain words when the scheduler or persistence pins NAT'd clients, else null.
+      returned: always
+      type: str
+      sample: null
+    findings:
+      description: Plain-words observations about the service.
+      returned: always
+      type: list
+      elements: str
+      sample: ["198.18.0.12 got 30.0 % of the conns where its weight asks for 50.0 % (-40.0 %, limit 15 %)"]
+    real_servers:
+      description: One entry per real server.
+      returned: always
+      type: list
+      elements: dict
+      contains:
+        address:
+          description: Real server address.
+          returned: always
+          type: str
+          sample: 198.18.0.11
+        port:
+          description: Real server port.
+          returned: always
+          type: int
+          sample: 80
+        family:
+          description: C(ipv4) or C(ipv6).
+          returned: always
+          type: str
+          sample: ipv4
+        forward:
+          description:
+            - Forwarding method, C(Route) (DR), C(Masq) (NAT), C(Tunnel) or C(Local).
+            - Null if only the stats listing had the server.
+          returned: always
+          type: str
+          sample: Route
+        weight:
+          description: Weight (null if only the stats listing had it).
+          returned: always
+          type: int
+          sample: 1
+        active_conns:
+          description: Active connections now (null if only the stats listing had it).
+          returned: always
+          type: int
+          sample: 12
+        inactive_conns:
+          description: Inactive connections now (null if only the stats listing had it).
+          returned: always
+          type: int
+          sample: 40
+        conns:
+          description: Connections scheduled to it (null with the C(proc) source).
+          returned: always
+          type: int
+          sample: 5210
+        in_packets:
+          description: Inbound packets (null with the C(proc) source).
+          returned: always
+          type: int
+          sample: 31260
+        out_packets:
+          description: Outbound packets (null with the C(proc) source).
+          returned: always
+          type: int
+          sample: 0
+        in_bytes:
+          description: Inbound bytes (null with the C(proc) source).
+          returned: always
+          type: int
+          sample: 2084000
+        out_bytes:
+          description: Outbound bytes (null with the C(proc) source).
+          returned: always
+          type: int
+          sample: 0
+        load:
+          description: Value of the metric for this server.
+          returned: always
+          type: int
+          sample: 5210
+        share:
+          description: Its fraction of the service's total load (null when the total is 0).
+          returned: always
+          type: float
+          sample: 0.521
+        expected_share:
+          description: Its weight divided by the sum of the weights (null when all weights are 0).
+          returned: always
+          type: float
+          sample: 0.5
+        deviation_percent:
+          description: (share - expected_share) / expected_share in percent (null for weight 0 or no load).
+          returned: always
+          type: float
+          sample: 4.2
+"""
+
+import ipaddress
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
+    IpvsParseError,
+    merge_ipvsadm,
+    parse_ipvsadm,
+    parse_proc_ip_vs,
+    parse_proc_ip_vs_stats,
+    pinning_warning,
+    service_key,
+    totals,
+)
+from ansible_collections.hpc.balance.plugins.module_utils._spread import expected_shares, summarize
+
+COUNTER_KEYS = ("conns", "in_packets", "out_packets", "in_bytes", "out_bytes")
+COUNTER_METRICS = ("conns", "in_packets", "in_bytes")
+SUMMARY_KEYS = ("count", "total", "mean", "min", "max", "max_over_mean", "min_over_max", "cv", "cv_grade",
+                "idle_count", "idle_share", "hot_count", "hot_share")
+VERDICT_WORDS = {True: "balanced", False: "NOT balanced", None: "no load to judge"}
+
+
+def _read_proc(module, proc_net_path, kernel_hz):
+    table_path = os.path.join(proc_net_path, "ip_vs")
+    if not os.path.exists(table_path):
+        module.fail_json(msg=f"{table_path} does not exist: IPVS is not loaded on this host. Load it (modprobe ip_vs) "
+                             f"or run this on an LVS director.")
+    with open(table_path) as handle:
+        table = parse_proc_ip_vs(handle.read(), kernel_hz=kernel_hz)
+    stats_path = os.path.join(proc_net_path, "ip_vs_stats")
+    table["totals"] = None
+    if os.path.exists(stats_path):
+        with open(stats_path) as handle:
+            stats = parse_proc_ip_vs_stats(handle.read())
+        table["totals"] = {key: stats[key] for key in COUNTER_KEYS}
+    return table
+
+
+def _run_ipvsadm(module, ipvsadm, extra):
+    command = [ipvsadm, "-Ln"] + extra + ["--exact"]
+    rc, out, err = module.run_command(command)
+    if rc != 0:
+        module.fail_json(msg=f"{' '.join(command)} failed with rc {rc}: {(err or out).strip()}. Is IPVS loaded "
+                             f"(modprobe ip_vs) and are you root?", rc=rc, stdout=out, stderr=err, cmd=command)
+    return out
+
+
+def _read_ipvsadm(module, ipvsadm):
+    listing = parse_ipvsadm(_run_ipvsadm(module, ipvsadm, []))
+    stats = parse_ipvsadm(_run_ipvsadm(module, ipvsadm, ["--stats"]))
+    table = merge_ipvsadm(listing, stats)
+    table["totals"] = totals(table["services"])
+    return table
+
+
+def _matches(service, address, port, fwmark):
+    if fwmark is not None and service["fwmark"] != fwmark:
+        return False
+    if port is not None and service["port"] != port:
+        return False
+    if address is not None and (service["address"] is None or ipaddress.ip_address(service["address"]) != address):
+        return False
+    return True
+
+
+def _load(server, metric):
+    if metric == "current_conns":
+        return (server["active_conns"] or 0) + (server["inactive_conns"] or 0)
+    return server[metric]
+
+
+def _loads(name, servers, metric, warn):
+    loads = []
+    for server in servers:
+        load = _load(server, metric) or 0
+        if load < 0:
+            warn(f"{name}: real server {server['address']} reports {metric} = {load}; counted as 0 (kernel counter "
+                 f"underflow)")
+            load = 0
+        loads.append(load)
+    return loads
+
+
+def _findings(servers, stats, shares, total, metric, threshold_percent, balanced):
+    findings = []
+    for server in servers:
+        if server["weight"] == 0 and server["load"] and metric == "conns":
+            findings.append(f"{server['address']} has weight 0 but {server['load']} connections: it was quiesced after "
+                            f"they were scheduled")
+    if not servers:
+        findings.append("no real servers: the service drops every connection")
+    elif stats["count"] == 0:
+        findings.append("every real server has weight 0: the service accepts no new connections")
+    elif not total:
+        findings.append(f"no {metric} recorded yet: send traffic through the virtual service and read again")
+    elif balanced is False:
+        known = [index for index in range(len(servers)) if stats["deviations"][index] is not None]
+        worst = max(known, key=lambda index: abs(stats["deviations"][index]))
+        findings.append(
+            f"{servers[worst]['address']} got {100.0 * servers[worst]['share']:.1f} % of the {metric} where its weight "
+            f"asks for {100.0 * shares[worst]:.1f} % ({100.0 * stats['deviations'][worst]:+.1f} %, limit "
+            f"{threshold_percent:g} %)"
+        )
+    if total and stats["count"] and total < 10 * stats["count"]:
+        findings.append(f"only {total} {metric} over {stats['count']} real servers: too few to judge the spread")
+    return findings
+
+
+def _report_service(service, metric, threshold_percent, warn):
+    """Spread of one service against its weights, plus its verdict, pinning warning and findings."""
+    name = service_key(service)
+    servers = service["real_servers"]
+    loads = _loads(name, servers, metric, warn)
+    # A missing weight (a server that appeared between the two ipvsadm reads) counts as 1.
+    weights = [1 if server["weight"] is None or server["weight"] < 0 else server["weight"] for server in servers]
+    stats = summarize(loads, weights)
+    shares = expected_shares(weights)
+    total = stats["total"]  # load on the servers with weight > 0
+    for index, server in enumerate(servers):
+        deviation = stats["deviations"][index]
+        server["load"] = loads[index]
+        server["share"] = loads[index] / total if total and weights[index] > 0 else None
+        server["expected_share"] = shares[index]
+        server["deviation_percent"] = None if deviation is None else round(100.0 * deviation, 3)
+
+    worst = stats["max_abs_deviation"]
+    balanced = None if worst is None else 100.0 * worst <= threshold_percent
+    warning = pinning_warning(service)
+    if warning:
+        warn(warning)
+    report = {"name": name}
+    report.update({key: value for key, value in service.items() if key != "real_servers"})
+    report.update({
+        "balanced": balanced,
+        "max_abs_deviation_percent": None if worst is None else round(100.0 * worst, 3),
+        "spread": {key: stats[key] for key in SUMMARY_KEYS},
+        "pinning_warning": warning,
+        "findings": _findings(servers, stats, shares, total, metric, threshold_percent, balanced),
+        "real_servers": servers,
+    })
+    return report
+
+
+def _summary_line(report, threshold_percent):
+    line = (f"{report['name']} ({report['scheduler']}): {VERDICT_WORDS[report['balanced']]}, "
+            f"{len(report['real_servers'])} real servers")
+    if report["max_abs_deviation_percent"] is not None:
+        line += (f", worst deviation {report['max_abs_deviation_percent']:.1f} % (limit {threshold_percent:g} %), "
+                 f"CV {report['spread']['cv'] or 0.0:.3f}")
+    return line
+
+
+def _choose_source(module, params):
+    source = params["source"]
+    live = os.path.normpath(params["proc_net_path"]) == "/proc/net"
+    ipvsadm = module.get_bin_path("ipvsadm") if source == "ipvsadm" or (source == "auto" and live) else None
+    if source == "ipvsadm" and ipvsadm is None:
+        module.fail_json(msg="source=ipvsadm but ipvsadm is not installed on this host; install the ipvsadm package "
+                             "or use source=proc")
+    if source == "auto":
+        source = "ipvsadm" if ipvsadm else "proc"
+        if source == "ipvsadm" and not os.path.exists(os.path.join(params["proc_net_path"], "ip_vs")):
+            source = "proc"  # fails in _read_proc with the plain 'IPVS is not loaded' message
+    return source, ipvsadm
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            source=dict(type="str", default="auto", choices=["auto", "proc", "ipvsadm"]),
+            virtual_address=dict(type="str"),
+            virtual_port=dict(type="int"),
+            fwmark=dict(type="int"),
+            metric=dict(type="str", default="auto",
+                        choices=["auto", "conns", "current_conns", "active_conns", "in_packets", "in_bytes"]),
+            threshold_percent=dict(type="float", default=15.0),
+            proc_net_path=dict(type="path", default="/proc/net"),
+            kernel_hz=dict(type="int", default=250),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    threshold_percent = params["threshold_percent"]
+    if threshold_percent < 0:
+        module.fail_json(msg=f"threshold_percent is {threshold_percent:g}: give a percentage >= 0, e.g. 15")
+    if params["kernel_hz"] < 1:
+        module.fail_json(msg=f"kernel_hz is {params['kernel_hz']}: give the kernel's CONFIG_HZ, e.g. 250")
+    address = None
+    if params["virtual_address"] is not None:
+        try:
+            address = ipaddress.ip_address(params["virtual_address"].strip("[]"))
+        except ValueError:
+            module.fail_json(msg=f"virtual_address {params['virtual_address']!r} is not an IPv4 or IPv6 address; "
+                                 f"give the VIP, e.g. 198.18.0.100")
+
+    source, ipvsadm = _choose_source(module, params)
+    try:
+        if source == "ipvsadm":
+            table = _read_ipvsadm(module, ipvsadm)
+        else:
+            table = _read_proc(module, params["proc_net_path"], params["kernel_hz"])
+    except IpvsParseError as exc:
+        module.fail_json(msg=f"cannot read the IPVS table from {source}: {exc}")
+
+    has_counters = source == "ipvsadm"
+    metric = params["metric"]
+    if metric == "auto":
+        metric = "conns" if has_counters else "current_conns"
+    if metric in COUNTER_METRICS and not has_counters:
+        module.fail_json(msg=f"metric={metric} needs per-server counters, which only source=ipvsadm provides; use "
+                             f"metric=current_conns with source=proc")
+
+    selected = [service for service in table["services"]
+                if _matches(service, address, params["virtual_port"], params["fwmark"])]
+    reports = [_report_service(service, metric, threshold_percent, module.warn) for service in selected]
+    judged = [report["balanced"] for report in reports if report["balanced"] is not None]
+    module.exit_json(
+        changed=False,
+        source=source,
+        metric=metric,
+        threshold_percent=threshold_percent,
+        ipvs_version=table["version"],
+        balanced=all(judged) if judged else None,
+        service_count=len(reports),
+        real_server_count=sum(len(report["real_servers"]) for report in reports),
+        totals=table["totals"] or {key: None for key in COUNTER_KEYS},
+        summary=[_summary_line(report, threshold_percent) for report in reports],
+        services=reports,
+    )
+
+
+if __name__ == "__main__":
+    main()

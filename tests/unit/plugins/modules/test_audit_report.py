@@ -1,0 +1,136 @@
+"""audit_report renders what the three reporters really return (run here on snapshots and captured output) into
+Markdown, a self-contained HTML page with well-formed inline SVG charts, and JSON; rewrites only what changed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.hpc.balance.plugins.modules import (
+    audit_report,
+    iperf3_throughput,
+    ipvs_spread,
+    tokens_per_expert,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "module_utils" / "fixtures"
+
+
+@pytest.fixture
+def reports(run_module, tmp_path, monkeypatch):
+    """Real results of the three reporters: IPVS from a /proc snapshot, iperf3 from captured -J output, experts
+    from the JSONL fixture."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    shutil.copy(FIXTURES / "proc_ip_vs_dr.txt", proc / "ip_vs")
+    _, network = run_module(ipvs_spread, {"source": "proc", "proc_net_path": str(proc)})
+    _, compute = run_module(tokens_per_expert, {"path": str(FIXTURES / "moe_tokens_per_expert.jsonl")})
+    captured = (FIXTURES / "iperf3_tcp_p8.json").read_text()
+    with monkeypatch.context() as patch:
+        patch.setattr(iperf3_throughput.AnsibleModule, "run_command", lambda self, args, **kw: (0, captured, ""))
+        _, link = run_module(iperf3_throughput, {"target": "127.0.0.1", "port": 52013, "duration_s": 3,
+                                                 "expected_link_bits_per_second": 10_000_000_000, "member_count": 2})
+    return {"ipvs_spread": {"lvs1": registered(network)}, "iperf3_throughput": {"client1": registered(link)},
+            "tokens_per_expert": {"gpu1": registered(compute)}}
+
+
+def registered(result):
+    """A module result as a playbook registers it: warnings are plain texts there (2.19 events here)."""
+    texts = [item["event"]["msg"] if isinstance(item, dict) else item for item in result.get("warnings", [])]
+    return dict(result, warnings=texts) if texts else result
+
+
+def test_writes_three_files_with_verdicts(run_module, reports, tmp_path):
+    dest = tmp_path / "audit"
+    failed, result = run_module(audit_report, dict(reports, dest=str(dest)))
+    assert not failed and result["changed"] is True
+    assert result["files"] == {"markdown": str(dest / "report.md"), "html": str(dest / "report.html"),
+                               "json": str(dest / "report.json")}
+    assert sorted(path.name for path in dest.iterdir()) == ["report.html", "report.json", "report.md"]
+    assert result["verdicts"] == {"network": "imbalanced", "host_link": "balanced", "compute": "imbalanced"}
+    assert result["summary"][:3] == [
+        "network: imbalanced",
+        "  lvs1: TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 3.0 % (limit 15 %), CV 0.030",
+        "  lvs1: UDP 198.18.0.100:53 (rr): NOT balanced, 3 real servers, worst deviation 25.0 % (limit 15 %), "
+        "CV 0.200",
+    ]
+    markdown = (dest / "report.md").read_text()
+    assert markdown.startswith("# hpc.balance audit\n\n## Network layer (LVS / IPVS): imbalanced\n")
+    assert "#### gpu1 - layer 1: max/mean 3.05, CV 0.845 (severe), imbalanced" in markdown
+    assert "| 198.18.0.12 | 53 | Masq | 1 | 0 | 1 | 1 | 25.0 % | 33.3 % | -25.0 % |" in markdown
+    document = json.loads((dest / "report.json").read_text())
+    assert document["verdicts"] == result["verdicts"]
+    assert "invocation" not in document["results"]["ipvs_spread"]["lvs1"]
+
+
+def test_html_is_self_contained_with_well_formed_charts(run_module, reports, tmp_path):
+    _, result = run_module(audit_report, dict(reports, dest=str(tmp_path)))
+    page = Path(result["files"]["html"]).read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</body></html>")
+    assert "<script" not in page and not re.search(r"\b(src|href)=", page)
+    assert re.findall(r"https?://[^\"']+", page) == ["http://www.w3.org/2000/svg"] * page.count("<svg")
+    charts = re.findall(r"<svg.*?</svg>", page, flags=re.S)
+    assert len(charts) == 2 + 1 + 2  # two IPVS services, one iperf3 run, two MoE layers
+    for chart in charts:
+        ElementTree.fromstring(chart)  # raises on malformed XML
+    streams = ElementTree.fromstring(charts[2])
+    assert len(streams.findall("{http://www.w3.org/2000/svg}rect")) == 8
+    assert streams.find("{http://www.w3.org/2000/svg}rect/{http://www.w3.org/2000/svg}title").text == \
+        "stream 0: 2.68 Gbit/s"
+    experts = ElementTree.fromstring(charts[4])
+    classes = [rect.get("class") for rect in experts.findall("{http://www.w3.org/2000/svg}rect")]
+    assert (classes[0], classes[7]) == ("bar hot", "bar idle")
+
+
+def test_second_run_changes_nothing_and_a_timestamp_changes_all(run_module, reports, tmp_path):
+    args = dict(reports, dest=str(tmp_path))
+    run_module(audit_report, args)
+    _, again = run_module(audit_report, args)
+    assert (again["changed"], again["written"]) == (False, [])
+    _, stamped = run_module(audit_report, dict(args, timestamp="2024-04-12T10:00:00Z"))
+    assert stamped["changed"] is True and len(stamped["written"]) == 3
+    assert "Audited: 2024-04-12T10:00:00Z" in Path(stamped["files"]["markdown"]).read_text()
+
+
+def test_check_mode_renders_nothing(run_module, reports, tmp_path):
+    dest = tmp_path / "audit"
+    _, result = run_module(audit_report, dict(reports, dest=str(dest), _ansible_check_mode=True))
+    assert result["changed"] is True and len(result["written"]) == 3
+    assert not dest.exists()
+
+
+def test_failed_skipped_and_missing_reporters(run_module, tmp_path):
+    failed, result = run_module(audit_report, {
+        "dest": str(tmp_path),
+        "ipvs_spread": {"lvs1": {"failed": True, "msg": "/proc/net/ip_vs does not exist"}},
+        "iperf3_throughput": {"client1": {"skipped": True, "changed": False}},
+    })
+    assert not failed
+    assert result["verdicts"] == {"network": "error", "host_link": "unknown", "compute": "not run"}
+    assert result["summary"] == ["network: error", "  lvs1: reporter failed: /proc/net/ip_vs does not exist",
+                                 "host_link: unknown", "  client1: skipped", "compute: not run"]
+    assert "No host ran this reporter." in Path(result["files"]["markdown"]).read_text()
+
+
+def test_dest_that_is_a_file_is_refused(run_module, tmp_path):
+    target = tmp_path / "report"
+    target.write_text("x")
+    failed, result = run_module(audit_report, {"dest": str(target)})
+    assert failed and result["msg"] == (
+        f"dest {target} exists and is not a directory; give a directory for the report files")
+
+
+@pytest.mark.parametrize(("count", "max_bars", "bars", "note"), [
+    (5, 64, 5, ""),
+    (5000, 64, 64, "chart shows the 32 busiest and 32 least busy of 5000"),
+    (0, 64, 0, "no data to draw"),
+])
+def test_bar_charts_stay_small(count, max_bars, bars, note):
+    values = list(range(count))
+    svg, text = audit_report.svg_bars(values, [f"rs{index}" for index in values], max_bars=max_bars)
+    assert svg.count("<rect") == bars and text == note

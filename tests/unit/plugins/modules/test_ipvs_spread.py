@@ -1,0 +1,197 @@
+"""ipvs_spread end to end: the proc source reads real files (captured-shape snapshots in a folder), the ipvsadm source
+replays captured-shape ipvsadm output (this kernel has no IPVS), and on this host the real ipvsadm and /proc are
+asked and must fail in plain words."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.hpc.balance.plugins.modules import ipvs_spread
+
+FIXTURES = Path(__file__).resolve().parents[1] / "module_utils" / "fixtures"
+HAS_IPVS = os.path.exists("/proc/net/ip_vs")
+
+
+@pytest.fixture
+def snapshot(tmp_path):
+    """snapshot(name) -> a folder holding ip_vs (and ip_vs_stats) like /proc/net."""
+
+    def make(name, stats="proc_ip_vs_stats.txt"):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(FIXTURES / f"proc_ip_vs_{name}.txt", folder / "ip_vs")
+        if stats:
+            shutil.copy(FIXTURES / stats, folder / "ip_vs_stats")
+        return str(folder)
+
+    return make
+
+
+@pytest.fixture
+def replay_ipvsadm(monkeypatch):
+    """Answer the two ipvsadm commands with the captured-shape listings of one fixture table; record the calls."""
+    calls = []
+
+    def install(name, rc=0, err=""):
+        answers = {"--stats": (FIXTURES / f"ipvsadm_stats_{name}.txt").read_text(),
+                   "": (FIXTURES / f"ipvsadm_list_{name}.txt").read_text()}
+
+        def run_command(self, args, **kwargs):
+            calls.append(list(args))
+            return rc, ("" if rc else answers["--stats" if "--stats" in args else ""]), err
+
+        monkeypatch.setattr(ipvs_spread.AnsibleModule, "run_command", run_command)
+        monkeypatch.setattr(ipvs_spread.AnsibleModule, "get_bin_path",
+                            lambda self, name, *a, **k: "/usr/sbin/ipvsadm" if name == "ipvsadm" else None)
+        return calls
+
+    return install
+
+
+def warning_texts(result):
+    """Warning texts; ansible-core 2.19 returns them as structured events."""
+    return [item["event"]["msg"] if isinstance(item, dict) else item for item in result.get("warnings", [])]
+
+
+def by_name(result):
+    return {service["name"]: service for service in result["services"]}
+
+
+def test_proc_snapshot_spread_and_verdicts(run_module, snapshot):
+    failed, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("dr")})
+    assert not failed and result["changed"] is False
+    assert (result["source"], result["metric"], result["balanced"]) == ("proc", "current_conns", False)
+    assert (result["service_count"], result["real_server_count"]) == (2, 5)
+    assert result["totals"] == {"conns": 0x1A2B3C4D5, "in_packets": 0xFFFFFFFFFF, "out_packets": 0,
+                                "in_bytes": 2**64 - 1, "out_bytes": 0}
+    web, dns = by_name(result)["TCP 198.18.0.100:80"], by_name(result)["UDP 198.18.0.100:53"]
+    assert [server["load"] for server in web["real_servers"]] == [52, 49]
+    assert web["balanced"] is True
+    assert web["max_abs_deviation_percent"] == pytest.approx(100 * (52 / 101 - 0.5) / 0.5, abs=1e-3)
+    assert [server["deviation_percent"] for server in dns["real_servers"]] == [12.5, -25.0, None]
+    assert dns["balanced"] is False
+    assert dns["findings"] == [
+        "198.18.0.12 got 25.0 % of the current_conns where its weight asks for 33.3 % (-25.0 %, limit 15 %)",
+        "only 4 current_conns over 2 real servers: too few to judge the spread",
+    ]
+    assert result["summary"] == [
+        "TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 3.0 % (limit 15 %), CV 0.030",
+        "UDP 198.18.0.100:53 (rr): NOT balanced, 3 real servers, worst deviation 25.0 % (limit 15 %), CV 0.200",
+    ]
+
+
+def test_threshold_decides_the_verdict(run_module, snapshot):
+    _, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("dr"), "threshold_percent": 30})
+    assert result["balanced"] is True
+
+
+def test_auto_reads_a_snapshot_folder_through_proc(run_module, snapshot):
+    _, result = run_module(ipvs_spread, {"proc_net_path": snapshot("empty", stats="proc_ip_vs_stats_idle.txt")})
+    assert (result["source"], result["services"], result["balanced"]) == ("proc", [], None)
+    assert result["totals"]["conns"] == 0
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    ({"virtual_address": "198.18.0.100", "virtual_port": 53}, ["UDP 198.18.0.100:53"]),
+    ({"virtual_port": 80}, ["TCP 198.18.0.100:80"]),
+    ({"virtual_address": "198.18.0.101"}, []),
+])
+def test_filters(run_module, snapshot, args, names):
+    _, result = run_module(ipvs_spread, dict(args, source="proc", proc_net_path=snapshot("dr")))
+    assert [service["name"] for service in result["services"]] == names
+
+
+def test_ipv6_vip_in_any_spelling_and_the_sh_warning(run_module, snapshot):
+    _, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("ipv6"),
+                                         "virtual_address": "[2001:DB8:0:0::100]"})
+    service = result["services"][0]
+    assert (service["name"], service["family"], service["persistence_timeout_s"]) == (
+        "TCP [2001:db8::100]:443", "ipv6", 300)
+    assert service["pinning_warning"].startswith("TCP [2001:db8::100]:443 uses the 'sh' scheduler")
+    assert warning_texts(result) == [service["pinning_warning"]]
+    assert service["balanced"] is False  # 910 against 3 current connections
+
+
+def test_fwmark_filter_and_weighted_spread(run_module, snapshot):
+    _, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("fwm"), "fwmark": 1})
+    (service,) = result["services"]
+    assert (service["name"], service["balanced"], service["max_abs_deviation_percent"]) == ("FWM 1", True, 0.0)
+    assert [server["expected_share"] for server in service["real_servers"]] == [0.75, 0.25]
+
+
+def test_ipvsadm_source_merges_both_listings(run_module, replay_ipvsadm):
+    calls = replay_ipvsadm("dr")
+    failed, result = run_module(ipvs_spread, {"source": "ipvsadm"})
+    assert not failed
+    assert calls == [["/usr/sbin/ipvsadm", "-Ln", "--exact"], ["/usr/sbin/ipvsadm", "-Ln", "--stats", "--exact"]]
+    assert (result["source"], result["metric"], result["balanced"]) == ("ipvsadm", "conns", True)
+    web, dns = by_name(result)["TCP 198.18.0.100:80"], by_name(result)["UDP 198.18.0.100:53"]
+    assert [server["deviation_percent"] for server in web["real_servers"]] == [4.2, -4.2]
+    assert [server["share"] for server in dns["real_servers"]] == [pytest.approx(2 / 3), pytest.approx(1 / 3), None]
+    assert result["totals"] == {"conns": 10900, "in_packets": 60900, "out_packets": 900, "in_bytes": 4064800,
+                                "out_bytes": 121500}
+
+
+def test_ipvsadm_u64_counters_stay_exact(run_module, replay_ipvsadm):
+    replay_ipvsadm("ipv6")
+    _, result = run_module(ipvs_spread, {"source": "ipvsadm", "metric": "in_bytes"})
+    servers = result["services"][0]["real_servers"]
+    assert [server["in_bytes"] for server in servers] == [18000000000000000000, 120000]
+    assert result["services"][0]["balanced"] is False
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"source": "proc", "metric": "conns"},
+     "metric=conns needs per-server counters, which only source=ipvsadm provides; use metric=current_conns with "
+     "source=proc"),
+    ({"source": "proc", "virtual_address": "vip.example"},
+     "virtual_address 'vip.example' is not an IPv4 or IPv6 address; give the VIP, e.g. 198.18.0.100"),
+    ({"source": "proc", "threshold_percent": -1}, "threshold_percent is -1: give a percentage >= 0, e.g. 15"),
+    ({"source": "proc", "kernel_hz": 0}, "kernel_hz is 0: give the kernel's CONFIG_HZ, e.g. 250"),
+])
+def test_wrong_arguments_are_explained(run_module, snapshot, args, message):
+    failed, result = run_module(ipvs_spread, dict(args, proc_net_path=snapshot("dr")))
+    assert failed and result["msg"] == message
+
+
+def test_torn_snapshot_fails_with_the_line(run_module, tmp_path):
+    text = (FIXTURES / "proc_ip_vs_dr.txt").read_text()
+    (tmp_path / "ip_vs").write_text(text[:text.index("UDP") + 10])
+    failed, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": str(tmp_path)})
+    assert failed and result["msg"] == (
+        "cannot read the IPVS table from proc: line 7: expected 'Prot ADDRESS:PORT Scheduler [ops] [persistent "
+        "TIMEOUT NETMASK]', got 'UDP  C6120'; is the input complete and unmodified?")
+
+
+def test_failing_ipvsadm_is_reported_with_its_output(run_module, replay_ipvsadm):
+    replay_ipvsadm("dr", rc=2, err="Can't initialize ipvs: Protocol not available")
+    failed, result = run_module(ipvs_spread, {"source": "ipvsadm"})
+    assert failed and result["msg"] == (
+        "/usr/sbin/ipvsadm -Ln --exact failed with rc 2: Can't initialize ipvs: Protocol not available. Is IPVS "
+        "loaded (modprobe ip_vs) and are you root?")
+
+
+def test_check_mode_reports_the_same(run_module, snapshot):
+    args = {"source": "proc", "proc_net_path": snapshot("dr")}
+    _, normal = run_module(ipvs_spread, args)
+    _, checked = run_module(ipvs_spread, dict(args, _ansible_check_mode=True))
+    assert checked["services"] == normal["services"] and checked["changed"] is False
+
+
+@pytest.mark.skipif(HAS_IPVS, reason="this host has IPVS")
+def test_this_host_without_ipvs_says_so(run_module):
+    failed, result = run_module(ipvs_spread, {})
+    assert failed and result["msg"] == ("/proc/net/ip_vs does not exist: IPVS is not loaded on this host. Load it "
+                                         "(modprobe ip_vs) or run this on an LVS director.")
+
+
+@pytest.mark.skipif(HAS_IPVS or not shutil.which("ipvsadm"), reason="needs ipvsadm on a host without IPVS")
+def test_real_ipvsadm_without_ipvs_fails_in_plain_words(run_module):
+    failed, result = run_module(ipvs_spread, {"source": "ipvsadm"})
+    assert failed
+    assert result["msg"].startswith(f"{shutil.which('ipvsadm')} -Ln --exact failed with rc 2: Can't initialize ipvs")
+    assert result["msg"].endswith("Is IPVS loaded (modprobe ip_vs) and are you root?")
