@@ -37,6 +37,7 @@ APT_PACKAGES := \
 	tcpdump=4.99.3-1 \
 	shellcheck=0.9.0-1 \
 	rsync=3.5.0+ds1-0+deb12u1 \
+	chromium=156.0.8078.108-1~deb12u1 \
 	python3-venv=3.11.2-1+b1
 APT_STAMP := $(WORK)/stamps/apt.$(shell echo '$(APT_PACKAGES)' | md5sum | cut -c1-12)
 VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(ROOT)/requirements/*.txt $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)

@@ -20,11 +20,11 @@ ansible-playbook -i "$inventory" "$root/playbooks/site.yml" \
 
 echo
 echo "==================== hpc.balance audit ===================="
-if [[ -f "$REPORT_DIR/summary.txt" ]]; then
-    cat "$REPORT_DIR/summary.txt"
-    echo "report: $REPORT_DIR"
+if [[ -f "$REPORT_DIR/report.json" ]]; then
+    python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["summary"]))' "$REPORT_DIR/report.json"
+    echo "report: $REPORT_DIR/report.html (also report.md, report.json)"
 else
-    echo "(no report written: the audit play found no reporter output)"
+    echo "(no report written: see the audit play above)"
 fi
 "${lab[@]}" guard "${lab_args[@]}" >/dev/null && echo "lab guard: 0 frames left the lab subnet"
 echo "demo: done in $(( $(date +%s) - start_s )) s$([[ "${KEEP:-0}" == 1 ]] && echo "; lab kept: make lab-down PREFIX=$PREFIX")"

@@ -4,8 +4,10 @@ Markdown, a self-contained HTML page with well-formed inline SVG charts, and JSO
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -134,3 +136,35 @@ def test_bar_charts_stay_small(count, max_bars, bars, note):
     values = list(range(count))
     svg, text = audit_report.svg_bars(values, [f"rs{index}" for index in values], max_bars=max_bars)
     assert svg.count("<rect") == bars and text == note
+
+
+CHROMIUM = shutil.which("chromium")
+# CI installs chromium (make setup); there a missing browser is a failure, not a skip.
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="chromium is not installed")
+
+
+def _headless_chromium(tmp_path, *args):
+    return subprocess.run(
+        [CHROMIUM or "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr", "--v=0", *args],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+@needs_chromium
+def test_html_report_opens_in_headless_chromium_without_errors(run_module, reports, tmp_path):
+    dest = tmp_path / "audit"
+    run_module(audit_report, dict(reports, dest=str(dest)))
+    page = (dest / "report.html").as_uri()
+    screenshot = tmp_path / "report.png"
+
+    shot = _headless_chromium(tmp_path, f"--screenshot={screenshot}", "--window-size=1200,1800", page)
+    assert shot.returncode == 0, shot.stderr
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert screenshot.stat().st_size > 20_000, "the screenshot is (nearly) blank"
+    assert "ERROR:CONSOLE" not in shot.stderr and "Uncaught" not in shot.stderr, shot.stderr
+
+    dom = _headless_chromium(tmp_path, "--dump-dom", page)
+    assert dom.returncode == 0, dom.stderr
+    assert dom.stdout.count("<svg") >= 3, "one chart per layer is expected in the rendered page"
