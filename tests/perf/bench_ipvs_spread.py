@@ -33,7 +33,7 @@ REPEATS = 5
 
 def best_ms(function, *args):
     best = float("inf")
-    for _ in range(REPEATS):
+    for _i in range(REPEATS):
         started = time.perf_counter()
         function(*args)
         best = min(best, time.perf_counter() - started)

@@ -35,7 +35,7 @@ class ScriptedHost:
         return copy.deepcopy(answer)
 
     def modules_called(self):
-        return [name for name, _ in self.calls]
+        return [name for name, _args in self.calls]
 
 
 class FakeClock:

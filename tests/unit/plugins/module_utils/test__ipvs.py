@@ -190,9 +190,8 @@ def test_proc_timeout_uses_the_kernel_hz():
 
 def test_merge_keeps_a_real_server_added_between_the_two_reads():
     listing = parse_ipvsadm(fixture("ipvsadm_list_dr.txt"))
-    stats_text = fixture("ipvsadm_stats_dr.txt").replace(
-        "  -> 198.18.0.12:80 ", "  -> 198.18.0.14:80                     7        7        0      700        0\n"
-                               "  -> 198.18.0.12:80 ")
+    added_line = "  -> 198.18.0.14:80                     7        7        0      700        0\n"
+    stats_text = fixture("ipvsadm_stats_dr.txt").replace("  -> 198.18.0.12:80 ", added_line + "  -> 198.18.0.12:80 ")
     merged = merge_ipvsadm(listing, parse_ipvsadm(stats_text))["services"][0]["real_servers"]
     assert [(s["address"], s["weight"], s["conns"]) for s in merged] == [
         ("198.18.0.11", 1, 5210), ("198.18.0.12", 1, 4790), ("198.18.0.14", None, 7)]

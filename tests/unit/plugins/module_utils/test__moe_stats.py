@@ -144,10 +144,10 @@ def test_streaming_window_matches_the_reference_on_shuffled_records():
     for step in range(6):
         for layer in range(3):
             for rank in range(4):
-                counts = [rng.randrange(0, 50) for _ in range(6)]
+                counts = [rng.randrange(0, 50) for _i in range(6)]
                 records.append({"schema": SCHEMA, "step": step, "layer": layer, "rank": rank, "top_k": 1,
                                 "num_tokens": sum(counts), "tokens_per_expert": counts})
-    for _ in range(20):
+    for _i in range(20):
         rng.shuffle(records)
         for window in ("last", "all"):
             assert aggregate(records, window) == reference_aggregate(records, window)

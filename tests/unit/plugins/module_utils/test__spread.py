@@ -125,18 +125,18 @@ def _random_case(rng):
     size = rng.randrange(1, 40)
     kind = rng.choice(["int", "float", "big"])
     if kind == "int":
-        values = [rng.randrange(0, 1000) for _ in range(size)]
+        values = [rng.randrange(0, 1000) for _i in range(size)]
     elif kind == "float":
-        values = [rng.uniform(0, 1e10) for _ in range(size)]
+        values = [rng.uniform(0, 1e10) for _i in range(size)]
     else:
-        values = [rng.randrange(2**60, 2**63) for _ in range(size)]
-    weights = None if rng.random() < 0.5 else [rng.randrange(0, 5) for _ in range(size)]
+        values = [rng.randrange(2**60, 2**63) for _i in range(size)]
+    weights = None if rng.random() < 0.5 else [rng.randrange(0, 5) for _i in range(size)]
     return values, weights
 
 
 def test_fast_summary_matches_the_reference_on_random_loads():
     rng = random.Random(20240412)
-    for _ in range(300):
+    for _i in range(300):
         values, weights = _random_case(rng)
         fast = summarize(values, weights)
         slow = reference_summary(values, weights)

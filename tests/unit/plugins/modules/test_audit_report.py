@@ -8,8 +8,8 @@ import os
 import re
 import shutil
 import subprocess
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -30,12 +30,12 @@ def reports(run_module, tmp_path, monkeypatch):
     proc = tmp_path / "proc"
     proc.mkdir()
     shutil.copy(FIXTURES / "proc_ip_vs_dr.txt", proc / "ip_vs")
-    _, network = run_module(ipvs_spread, {"source": "proc", "proc_net_path": str(proc)})
-    _, compute = run_module(tokens_per_expert, {"path": str(FIXTURES / "moe_tokens_per_expert.jsonl")})
+    _failed, network = run_module(ipvs_spread, {"source": "proc", "proc_net_path": str(proc)})
+    _failed, compute = run_module(tokens_per_expert, {"path": str(FIXTURES / "moe_tokens_per_expert.jsonl")})
     captured = (FIXTURES / "iperf3_tcp_p8.json").read_text()
     with monkeypatch.context() as patch:
         patch.setattr(iperf3_throughput.AnsibleModule, "run_command", lambda self, args, **kw: (0, captured, ""))
-        _, link = run_module(iperf3_throughput, {"target": "127.0.0.1", "port": 52013, "duration_s": 3,
+        _failed, link = run_module(iperf3_throughput, {"target": "127.0.0.1", "port": 52013, "duration_s": 3,
                                                  "expected_link_bits_per_second": 10_000_000_000, "member_count": 2})
     return {"ipvs_spread": {"lvs1": registered(network)}, "iperf3_throughput": {"client1": registered(link)},
             "tokens_per_expert": {"gpu1": registered(compute)}}
@@ -71,7 +71,7 @@ def test_writes_three_files_with_verdicts(run_module, reports, tmp_path):
 
 
 def test_html_is_self_contained_with_well_formed_charts(run_module, reports, tmp_path):
-    _, result = run_module(audit_report, dict(reports, dest=str(tmp_path)))
+    _failed, result = run_module(audit_report, dict(reports, dest=str(tmp_path)))
     page = Path(result["files"]["html"]).read_text()
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</body></html>")
     assert "<script" not in page and not re.search(r"\b(src|href)=", page)
@@ -92,16 +92,16 @@ def test_html_is_self_contained_with_well_formed_charts(run_module, reports, tmp
 def test_second_run_changes_nothing_and_a_timestamp_changes_all(run_module, reports, tmp_path):
     args = dict(reports, dest=str(tmp_path))
     run_module(audit_report, args)
-    _, again = run_module(audit_report, args)
+    _failed, again = run_module(audit_report, args)
     assert (again["changed"], again["written"]) == (False, [])
-    _, stamped = run_module(audit_report, dict(args, timestamp="2024-04-12T10:00:00Z"))
+    _failed, stamped = run_module(audit_report, dict(args, timestamp="2024-04-12T10:00:00Z"))
     assert stamped["changed"] is True and len(stamped["written"]) == 3
     assert "Audited: 2024-04-12T10:00:00Z" in Path(stamped["files"]["markdown"]).read_text()
 
 
 def test_check_mode_renders_nothing(run_module, reports, tmp_path):
     dest = tmp_path / "audit"
-    _, result = run_module(audit_report, dict(reports, dest=str(dest), _ansible_check_mode=True))
+    _failed, result = run_module(audit_report, dict(reports, dest=str(dest), _ansible_check_mode=True))
     assert result["changed"] is True and len(result["written"]) == 3
     assert not dest.exists()
 

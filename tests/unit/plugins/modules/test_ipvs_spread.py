@@ -85,12 +85,13 @@ def test_proc_snapshot_spread_and_verdicts(run_module, snapshot):
 
 
 def test_threshold_decides_the_verdict(run_module, snapshot):
-    _, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("dr"), "threshold_percent": 30})
+    args = {"source": "proc", "proc_net_path": snapshot("dr"), "threshold_percent": 30}
+    _failed, result = run_module(ipvs_spread, args)
     assert result["balanced"] is True
 
 
 def test_auto_reads_a_snapshot_folder_through_proc(run_module, snapshot):
-    _, result = run_module(ipvs_spread, {"proc_net_path": snapshot("empty", stats="proc_ip_vs_stats_idle.txt")})
+    _failed, result = run_module(ipvs_spread, {"proc_net_path": snapshot("empty", stats="proc_ip_vs_stats_idle.txt")})
     assert (result["source"], result["services"], result["balanced"]) == ("proc", [], None)
     assert result["totals"]["conns"] == 0
 
@@ -101,12 +102,12 @@ def test_auto_reads_a_snapshot_folder_through_proc(run_module, snapshot):
     ({"virtual_address": "198.18.0.101"}, []),
 ])
 def test_filters(run_module, snapshot, args, names):
-    _, result = run_module(ipvs_spread, dict(args, source="proc", proc_net_path=snapshot("dr")))
+    _failed, result = run_module(ipvs_spread, dict(args, source="proc", proc_net_path=snapshot("dr")))
     assert [service["name"] for service in result["services"]] == names
 
 
 def test_ipv6_vip_in_any_spelling_and_the_sh_warning(run_module, snapshot):
-    _, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("ipv6"),
+    _failed, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("ipv6"),
                                          "virtual_address": "[2001:DB8:0:0::100]"})
     service = result["services"][0]
     assert (service["name"], service["family"], service["persistence_timeout_s"]) == (
@@ -117,7 +118,7 @@ def test_ipv6_vip_in_any_spelling_and_the_sh_warning(run_module, snapshot):
 
 
 def test_fwmark_filter_and_weighted_spread(run_module, snapshot):
-    _, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("fwm"), "fwmark": 1})
+    _failed, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("fwm"), "fwmark": 1})
     (service,) = result["services"]
     assert (service["name"], service["balanced"], service["max_abs_deviation_percent"]) == ("FWM 1", True, 0.0)
     assert [server["expected_share"] for server in service["real_servers"]] == [0.75, 0.25]
@@ -138,7 +139,7 @@ def test_ipvsadm_source_merges_both_listings(run_module, replay_ipvsadm):
 
 def test_ipvsadm_u64_counters_stay_exact(run_module, replay_ipvsadm):
     replay_ipvsadm("ipv6")
-    _, result = run_module(ipvs_spread, {"source": "ipvsadm", "metric": "in_bytes"})
+    _failed, result = run_module(ipvs_spread, {"source": "ipvsadm", "metric": "in_bytes"})
     servers = result["services"][0]["real_servers"]
     assert [server["in_bytes"] for server in servers] == [18000000000000000000, 120000]
     assert result["services"][0]["balanced"] is False
@@ -177,16 +178,17 @@ def test_failing_ipvsadm_is_reported_with_its_output(run_module, replay_ipvsadm)
 
 def test_check_mode_reports_the_same(run_module, snapshot):
     args = {"source": "proc", "proc_net_path": snapshot("dr")}
-    _, normal = run_module(ipvs_spread, args)
-    _, checked = run_module(ipvs_spread, dict(args, _ansible_check_mode=True))
+    _failed, normal = run_module(ipvs_spread, args)
+    _failed, checked = run_module(ipvs_spread, dict(args, _ansible_check_mode=True))
     assert checked["services"] == normal["services"] and checked["changed"] is False
 
 
 @pytest.mark.skipif(HAS_IPVS, reason="this host has IPVS")
 def test_this_host_without_ipvs_says_so(run_module):
     failed, result = run_module(ipvs_spread, {})
-    assert failed and result["msg"] == ("/proc/net/ip_vs does not exist: IPVS is not loaded on this host. Load it "
-                                         "(modprobe ip_vs) or run this on an LVS director.")
+    assert failed
+    assert result["msg"] == ("/proc/net/ip_vs does not exist: IPVS is not loaded on this host. Load it "
+                             "(modprobe ip_vs) or run this on an LVS director.")
 
 
 @pytest.mark.skipif(HAS_IPVS or not shutil.which("ipvsadm"), reason="needs ipvsadm on a host without IPVS")

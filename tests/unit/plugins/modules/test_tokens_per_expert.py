@@ -44,7 +44,7 @@ def test_jsonl_latest_step_per_layer(run_module):
 
 
 def test_all_steps_and_looser_limits(run_module):
-    _, result = run_module(tokens_per_expert, {"path": JSONL, "window": "all", "max_over_mean_limit": 2.5,
+    _failed, result = run_module(tokens_per_expert, {"path": JSONL, "window": "all", "max_over_mean_limit": 2.5,
                                                "cv_limit": 0.6})
     assert [layer["steps"] for layer in result["layers"]] == [2, 2]
     assert result["layers"][1]["max_over_mean"] == pytest.approx(1170 / 512)
@@ -52,13 +52,13 @@ def test_all_steps_and_looser_limits(run_module):
 
 
 def test_unknown_run_grades_nothing_and_says_which_runs_exist(run_module):
-    _, result = run_module(tokens_per_expert, {"path": JSONL, "run": "other"})
+    _failed, result = run_module(tokens_per_expert, {"path": JSONL, "run": "other"})
     assert (result["layers"], result["balanced"], result["records_used"]) == ([], None, 0)
     assert "no record has run='other'; runs seen: demo-run" in warning_texts(result)
 
 
 def test_training_log(run_module):
-    _, result = run_module(tokens_per_expert, {"path": LOG, "num_experts": 4})
+    _failed, result = run_module(tokens_per_expert, {"path": LOG, "num_experts": 4})
     assert (result["format"], result["malformed_lines"], result["ignored_lines"]) == ("log", 1, 2)
     assert [layer["tokens_per_expert"] for layer in result["layers"]] == [
         [4320, 4100, 3980, 4000], [12000, 2100, 2300, 0]]
