@@ -129,7 +129,7 @@ def test_inconsistent_arguments_fail_before_touching_the_host(gathered, make_act
 
 
 def test_failed_gather_is_reported_with_its_message(gathered, make_action):
-    action, _ = make_action(plugin, args(), {GATHER: [{"failed": True, "msg": "Get-NetAdapter : Access denied"}]})
+    action, _calls = make_action(plugin, args(), {GATHER: [{"failed": True, "msg": "Get-NetAdapter : Access denied"}]})
     with pytest.raises(AnsibleActionFail, match="win_nic_team_gather failed: Get-NetAdapter : Access denied"):
         action.run(task_vars={})
 

@@ -35,8 +35,9 @@ def reports(run_module, tmp_path, monkeypatch):
     captured = (FIXTURES / "iperf3_tcp_p8.json").read_text()
     with monkeypatch.context() as patch:
         patch.setattr(iperf3_throughput.AnsibleModule, "run_command", lambda self, args, **kw: (0, captured, ""))
-        _failed, link = run_module(iperf3_throughput, {"target": "127.0.0.1", "port": 52013, "duration_s": 3,
-                                                 "expected_link_bits_per_second": 10_000_000_000, "member_count": 2})
+        link_args = {"target": "127.0.0.1", "port": 52013, "duration_s": 3,
+                     "expected_link_bits_per_second": 10_000_000_000, "member_count": 2}
+        _failed, link = run_module(iperf3_throughput, link_args)
     return {"ipvs_spread": {"lvs1": registered(network)}, "iperf3_throughput": {"client1": registered(link)},
             "tokens_per_expert": {"gpu1": registered(compute)}}
 

@@ -107,8 +107,8 @@ def test_filters(run_module, snapshot, args, names):
 
 
 def test_ipv6_vip_in_any_spelling_and_the_sh_warning(run_module, snapshot):
-    _failed, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("ipv6"),
-                                         "virtual_address": "[2001:DB8:0:0::100]"})
+    args = {"source": "proc", "proc_net_path": snapshot("ipv6"), "virtual_address": "[2001:DB8:0:0::100]"}
+    _failed, result = run_module(ipvs_spread, args)
     service = result["services"][0]
     assert (service["name"], service["family"], service["persistence_timeout_s"]) == (
         "TCP [2001:db8::100]:443", "ipv6", 300)

@@ -44,8 +44,8 @@ def test_jsonl_latest_step_per_layer(run_module):
 
 
 def test_all_steps_and_looser_limits(run_module):
-    _failed, result = run_module(tokens_per_expert, {"path": JSONL, "window": "all", "max_over_mean_limit": 2.5,
-                                               "cv_limit": 0.6})
+    args = {"path": JSONL, "window": "all", "max_over_mean_limit": 2.5, "cv_limit": 0.6}
+    _failed, result = run_module(tokens_per_expert, args)
     assert [layer["steps"] for layer in result["layers"]] == [2, 2]
     assert result["layers"][1]["max_over_mean"] == pytest.approx(1170 / 512)
     assert result["balanced"] is True
