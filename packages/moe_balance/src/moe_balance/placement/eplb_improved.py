@@ -1,0 +1,397 @@
+"""Improved expert placement: balanced replicas on distinct GPUs, load-proportional node budgets, few moves.
+
+Where the published algorithm falls short, and what this planner does instead:
+
+- it can put two replicas of one expert on one GPU (the second copy adds memory and no parallelism): here an expert
+  gets at most one replica per GPU;
+- it gives every node num_replicas / num_nodes slots for the experts of the groups it was given, so when groups ==
+  nodes (the DeepSeek-V3 layout) a node holding a heavy group stays heavy: here replica counts are chosen for the
+  whole layer (largest load per replica first), so each node's budget of replicas follows its load, and replicas
+  a node cannot host spill to other nodes' GPUs, only as far as balance needs;
+- it requires num_replicas to be a multiple of num_gpus: here GPUs get floor or ceil slots (``gpu_slot_counts``);
+- it plans from scratch: given the layout in service, a replica prefers the GPU that already holds its expert, GPUs
+  of a node are relabelled to match their previous contents, kept experts keep their slot, and a layer whose balance
+  would improve by less than ``min_gain`` keeps its layout.
+
+GPU placement is longest-processing-time first, all layers at once: replicas by load, heaviest first, each to a GPU
+with a free slot and without that expert. While the replica keeps a GPU under the layer's target load (mean GPU load
+x (1 + ``locality_slack``)), a GPU that held the expert before wins, then a GPU of the expert's home node (the node
+its group was packed onto); otherwise the least-loaded GPU. A last pass swaps replicas off each layer's heaviest GPU
+until it is within the target, preferring swaps that keep load on home nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._packing import build_log2phy, greedy_pack, occurrence_ranks, pack_of_items, replicate_greedy
+
+
+@dataclass(frozen=True)
+class RebalancePlan:
+    """An improved-mode placement and its report."""
+
+    phy2log: torch.Tensor  # (layers, replicas) int64: logical expert of each physical slot
+    log2phy: torch.Tensor  # (layers, experts, replicas - experts + 1) int64: slots of each expert, -1 padded
+    logcnt: torch.Tensor  # (layers, experts) int64: replica count of each expert
+    gpu_slot_counts: torch.Tensor  # (gpus,) int64: slots per GPU; GPU g owns the next gpu_slot_counts[g] slots
+    max_over_mean: torch.Tensor  # (layers,) float64: heaviest GPU load / mean GPU load of the plan
+    previous_max_over_mean: torch.Tensor | None  # (layers,) float64: the same for ``previous`` under this weight
+    layers_kept: torch.Tensor  # (layers,) bool: layers that kept the previous layout (gain under min_gain)
+    moved_slots: torch.Tensor  # (layers,) int64: slots whose expert changed against previous (0 without previous)
+    bytes_moved: int | None  # moved slots x expert_size_bytes, when the size was given
+    cross_node_load_share: float | None  # share of load served outside the expert's home node (None: no homes)
+
+
+def gpu_slot_counts(num_replicas: int, num_gpus: int, num_nodes: int) -> torch.Tensor:
+    """Slots per GPU when num_replicas is not a multiple of num_gpus: floor or ceil, extras spread across nodes.
+
+    The extra slots go to the first GPU of every node, then the second, and so on, so nodes differ by at most one.
+    Returns (gpus,) int64.
+    """
+    gpus_per_node = num_gpus // num_nodes
+    gpu = torch.arange(num_gpus)
+    spread_rank = (gpu % gpus_per_node) * num_nodes + gpu // gpus_per_node
+    return num_replicas // num_gpus + (spread_rank < num_replicas % num_gpus).long()
+
+
+def _gpu_loads(phy2log: torch.Tensor, weight: torch.Tensor, slot_gpu: torch.Tensor, num_gpus: int) -> torch.Tensor:
+    """GPU loads of a layout: each replica carries its expert's load / replica count. Returns (layers, gpus)."""
+    num_layers, num_experts = weight.shape
+    count = torch.zeros((num_layers, num_experts), dtype=torch.float64).scatter_add_(
+        1, phy2log, torch.ones_like(phy2log, dtype=torch.float64)
+    )
+    replica_load = (weight / count).gather(1, phy2log)  # (layers, replicas)
+    gpu_load = torch.zeros((num_layers, num_gpus), dtype=torch.float64)
+    return gpu_load.index_add_(1, slot_gpu, replica_load)
+
+
+def _max_over_mean(gpu_load: torch.Tensor) -> torch.Tensor:
+    mean = gpu_load.mean(dim=1)
+    ratio = gpu_load.max(dim=1).values / mean.clamp_min(1e-300)
+    return torch.where(mean > 0, ratio, torch.ones_like(ratio))
+
+
+class _GpuState:
+    """Per-layer GPU contents during placement. All tensors are batched over layers."""
+
+    def __init__(self, num_layers: int, capacity: torch.Tensor, num_experts: int):
+        num_gpus = capacity.shape[0]
+        self.capacity = capacity  # (gpus,)
+        self.load = torch.zeros((num_layers, num_gpus), dtype=torch.float64)
+        self.free = capacity.expand(num_layers, num_gpus).clone()  # (layers, gpus)
+        self.hosts = torch.zeros((num_layers, num_gpus, num_experts), dtype=torch.bool)
+        self.content = torch.full((num_layers, num_gpus, int(capacity.max())), -1, dtype=torch.int64)
+
+    def place(self, rows: torch.Tensor, gpu: torch.Tensor, expert: torch.Tensor, load: torch.Tensor) -> None:
+        position = self.capacity[gpu] - self.free[rows, gpu]
+        self.content[rows, gpu, position] = expert
+        self.load[rows, gpu] += load
+        self.free[rows, gpu] -= 1
+        self.hosts[rows, gpu, expert] = True
+
+    def repair(self, layer: int, expert: int, load: float, replica_load: torch.Tensor) -> None:
+        """Place ``expert`` in ``layer`` when every GPU with a free slot already hosts it.
+
+        Moves one replica (of an expert the free GPU lacks) from a GPU without ``expert`` onto the free GPU and puts
+        ``expert`` in its place, choosing the move with the lowest resulting peak. replica_load: (experts,).
+        """
+        best = None
+        for free_gpu in (self.free[layer] > 0).nonzero().flatten().tolist():
+            for other in (~self.hosts[layer, :, expert]).nonzero().flatten().tolist():
+                for position in range(int(self.capacity[other]) - int(self.free[layer, other])):
+                    moved = int(self.content[layer, other, position])
+                    if self.hosts[layer, free_gpu, moved]:
+                        continue
+                    peak = max(
+                        float(self.load[layer, free_gpu] + replica_load[moved]),
+                        float(self.load[layer, other] - replica_load[moved] + load),
+                    )
+                    if best is None or peak < best[0]:
+                        best = (peak, free_gpu, other, position, moved)
+        if best is None:
+            raise RuntimeError(
+                f"cannot place a replica of expert {expert} in layer {layer} on a GPU that lacks it; lower "
+                "num_replicas so that fewer replicas per expert are needed"
+            )
+        _, free_gpu, other, position, moved = best
+        self.content[layer, other, position] = expert
+        self.hosts[layer, other, moved] = False
+        self.hosts[layer, other, expert] = True
+        self.load[layer, other] += load - float(replica_load[moved])
+        slot = int(self.capacity[free_gpu]) - int(self.free[layer, free_gpu])
+        self.content[layer, free_gpu, slot] = moved
+        self.hosts[layer, free_gpu, moved] = True
+        self.load[layer, free_gpu] += float(replica_load[moved])
+        self.free[layer, free_gpu] -= 1
+
+
+def _swap_down_peaks(
+    state: _GpuState,
+    replica_load_of_expert: torch.Tensor,
+    target: torch.Tensor,
+    gpu_node: torch.Tensor,
+    home_node: torch.Tensor | None,
+    max_rounds: int,
+) -> None:
+    """Lower each layer's heaviest GPU by swapping one of its replicas with one on another GPU.
+
+    Longest-processing-time placement with fixed slot counts can leave the last, small replicas no choice but a GPU
+    that is already heavy. Each round, every layer whose heaviest GPU is above its target looks at all swaps between
+    that GPU and the others (never two copies of an expert on a GPU) that lower the peak of the two: among those that
+    bring both under the target it takes the one that serves the least load away from home nodes, otherwise the one
+    with the lowest new peak. Layers with no improving swap stop. replica_load_of_expert: (layers, experts);
+    target: (layers, 1); gpu_node: (gpus,); home_node: (layers, experts) or None.
+    """
+    num_layers, num_gpus, max_slots = state.content.shape
+    rows = torch.arange(num_layers)
+    slot_gpu = torch.arange(num_gpus).repeat_interleave(max_slots)  # (gpus * slots,)
+    active = torch.ones(num_layers, dtype=torch.bool)
+    for _ in range(max_rounds):
+        peak_gpu = state.load.argmax(dim=1)  # (layers,)
+        peak = state.load[rows, peak_gpu]
+        active &= peak > target.squeeze(1)
+        if not bool(active.any()):
+            return
+        mine = state.content[rows, peak_gpu].clamp_min(0)  # (layers, slots) experts on the heaviest GPU
+        every = state.content.view(num_layers, -1).clamp_min(0)  # (layers, gpus * slots) experts everywhere
+        mine_load = replica_load_of_expert.gather(1, mine)
+        every_load = replica_load_of_expert.gather(1, every)
+        new_peak_side = peak.view(-1, 1, 1) - mine_load.unsqueeze(2) + every_load.unsqueeze(1)
+        new_other_side = state.load[:, slot_gpu].unsqueeze(1) - every_load.unsqueeze(1) + mine_load.unsqueeze(2)
+        new_peak = torch.maximum(new_peak_side, new_other_side)  # (layers, my slot, any slot)
+        allowed = (state.content[rows, peak_gpu] >= 0).unsqueeze(2) & (state.content.view(num_layers, 1, -1) >= 0)
+        allowed &= (slot_gpu.unsqueeze(0) != peak_gpu.unsqueeze(1)).unsqueeze(1)
+        allowed &= ~state.hosts[rows.unsqueeze(1), peak_gpu.unsqueeze(1), every].unsqueeze(1)
+        allowed &= ~state.hosts[rows.view(-1, 1, 1), slot_gpu.view(1, 1, -1), mine.unsqueeze(2)]
+        allowed &= new_peak < peak.view(-1, 1, 1) * (1 - 1e-9)
+        key = torch.where(allowed, new_peak, torch.inf)
+        if home_node is not None:
+            # Load served away from home before and after the swap (mine -> other GPU's node, other -> peak's node).
+            peak_node = gpu_node[peak_gpu].view(-1, 1, 1)
+            other_node = gpu_node[slot_gpu].view(1, 1, -1)
+            mine_home = home_node.gather(1, mine).unsqueeze(2)
+            every_home = home_node.gather(1, every).unsqueeze(1)
+            away_change = (
+                (other_node != mine_home).double() * mine_load.unsqueeze(2)
+                + (peak_node != every_home).double() * every_load.unsqueeze(1)
+                - (peak_node != mine_home).double() * mine_load.unsqueeze(2)
+                - (other_node != every_home).double() * every_load.unsqueeze(1)
+            )
+            under_target = allowed & (new_peak <= target.view(-1, 1, 1))
+            # Swaps reaching the target rank first, by away-from-home change; the rest by new peak, after them.
+            key = torch.where(under_target, away_change - 2 * peak.view(-1, 1, 1).abs() - 1, key)
+        best = key.view(num_layers, -1).min(dim=1)
+        active &= torch.isfinite(best.values)
+        layer = active.nonzero().flatten()
+        if layer.numel() == 0:
+            return
+        my_slot = best.indices[layer] // every.shape[1]
+        other = best.indices[layer] % every.shape[1]
+        other_gpu, other_slot = other // max_slots, other % max_slots
+        from_gpu = peak_gpu[layer]
+        a = state.content[layer, from_gpu, my_slot]
+        b = state.content[layer, other_gpu, other_slot]
+        state.content[layer, from_gpu, my_slot] = b
+        state.content[layer, other_gpu, other_slot] = a
+        state.hosts[layer, from_gpu, a] = False
+        state.hosts[layer, other_gpu, b] = False
+        state.hosts[layer, from_gpu, b] = True
+        state.hosts[layer, other_gpu, a] = True
+        shift = replica_load_of_expert[layer, a] - replica_load_of_expert[layer, b]
+        state.load[layer, from_gpu] -= shift
+        state.load[layer, other_gpu] += shift
+
+
+def _home_nodes(weight32: torch.Tensor, num_groups: int, num_nodes: int) -> torch.Tensor | None:
+    """Home node of each expert from equal-count packing of groups onto nodes; None when groups do not divide."""
+    if num_nodes == 1 or num_groups % num_nodes != 0:
+        return None
+    num_layers, num_experts = weight32.shape
+    group_size = num_experts // num_groups
+    group_loads = weight32.unflatten(-1, (num_groups, group_size)).sum(dim=-1)  # (layers, groups)
+    node_of_group = pack_of_items(greedy_pack(group_loads, num_nodes), num_nodes)  # (layers, groups)
+    return node_of_group.repeat_interleave(group_size, dim=1)  # (layers, experts)
+
+
+def _place_replicas(
+    weight: torch.Tensor,
+    count: torch.Tensor,
+    capacity: torch.Tensor,
+    gpu_node: torch.Tensor,
+    home_node: torch.Tensor | None,
+    previous_hosts: torch.Tensor | None,
+    locality_slack: float,
+) -> _GpuState:
+    """Longest-processing-time placement of all replicas of all layers. weight (layers, experts) float64."""
+    num_layers, num_experts = weight.shape
+    num_replicas = int(capacity.sum())
+    replica_load_of_expert = weight / count  # (layers, experts)
+    # Replicas in expert order, then a stable sort by load: the replicas of one expert stay together.
+    ends = count.cumsum(dim=1)  # (layers, experts)
+    slots = torch.arange(num_replicas).expand(num_layers, num_replicas).contiguous()
+    replica_expert = torch.searchsorted(ends, slots, right=True)  # (layers, replicas)
+    replica_load = replica_load_of_expert.gather(1, replica_expert)
+    order = torch.sort(replica_load, dim=1, descending=True, stable=True).indices
+    replica_expert = replica_expert.gather(1, order)
+    replica_load = replica_load.gather(1, order)
+
+    state = _GpuState(num_layers, capacity, num_experts)
+    target = ((1.0 + locality_slack) * weight.sum(dim=1) / capacity.shape[0]).unsqueeze(1)  # (layers, 1)
+    all_rows = torch.arange(num_layers)
+    inf = torch.tensor(float("inf"), dtype=torch.float64)
+    for step in range(num_replicas):
+        expert = replica_expert[:, step]  # (layers,)
+        load = replica_load[:, step]
+        rows = all_rows
+        candidate = (state.free > 0) & ~state.hosts[all_rows, :, expert]  # (layers, gpus)
+        stuck = ~candidate.any(dim=1)
+        if bool(stuck.any()):
+            for layer in stuck.nonzero().flatten().tolist():
+                state.repair(layer, int(expert[layer]), float(load[layer]), replica_load_of_expert[layer])
+            rows = (~stuck).nonzero().flatten()
+            expert, load, candidate = expert[rows], load[rows], candidate[rows]
+            if rows.numel() == 0:
+                continue
+        gpu_load = state.load[rows]
+        # Preference: 0 = a GPU that held this expert before, 1 = a GPU of the expert's home node, 2 = any GPU; the
+        # first two only while the replica keeps that GPU under the layer's target load. Then the least-loaded GPU.
+        fits = candidate & (gpu_load + load.unsqueeze(1) <= target[rows])
+        preference = torch.full_like(gpu_load, 2, dtype=torch.int64)
+        if home_node is not None:
+            at_home = gpu_node.unsqueeze(0) == home_node[rows, expert].unsqueeze(1)
+            preference.masked_fill_(fits & at_home, 1)
+        if previous_hosts is not None:
+            preference.masked_fill_(fits & previous_hosts[rows, :, expert], 0)
+        preference.masked_fill_(~candidate, 3)
+        chosen = preference == preference.min(dim=1, keepdim=True).values
+        gpu = torch.where(chosen, gpu_load, inf).argmin(dim=1)
+        state.place(rows, gpu, expert, load)
+    _swap_down_peaks(state, replica_load_of_expert, target, gpu_node, home_node, max_rounds=4 * capacity.shape[0])
+    return state
+
+
+def _match_previous_gpus(
+    content: torch.Tensor, previous_content: torch.Tensor, swappable: torch.Tensor, num_experts: int
+) -> torch.Tensor:
+    """Relabel GPUs (only among swappable pairs) so each new GPU lands where its contents overlap most.
+
+    content, previous_content: (layers, gpus, slots) expert ids, -1 padded. swappable: (gpus, gpus) bool.
+    Returns the relabelled content. Greedy maximum-overlap matching; equal overlaps keep the GPU where it is.
+    """
+    num_layers, num_gpus, _ = content.shape
+
+    def hosts(c: torch.Tensor) -> torch.Tensor:
+        one_hot = torch.zeros((num_layers, num_gpus, num_experts + 1), dtype=torch.float32)
+        return one_hot.scatter_(2, c.clamp_min(-1) + 1, 1.0)[:, :, 1:]
+
+    overlap = hosts(content) @ hosts(previous_content).transpose(1, 2)  # (layers, new gpus, old gpus)
+    overlap = overlap + 0.5 * torch.eye(num_gpus)  # ties keep the identity
+    overlap = overlap.masked_fill(~swappable, -1.0)
+    target = torch.empty((num_layers, num_gpus), dtype=torch.int64)
+    rows = torch.arange(num_layers)
+    for _ in range(num_gpus):
+        flat = overlap.view(num_layers, -1).argmax(dim=1)
+        new_gpu, old_gpu = flat // num_gpus, flat % num_gpus
+        target[rows, new_gpu] = old_gpu
+        overlap[rows, new_gpu, :] = -2.0
+        overlap[rows, :, old_gpu] = -2.0
+    relabelled = torch.empty_like(content)
+    relabelled[rows.unsqueeze(1), target] = content
+    return relabelled
+
+
+def _align_slots(content: torch.Tensor, previous_content: torch.Tensor) -> torch.Tensor:
+    """Inside each GPU, keep every expert that stays in its previous slot; newcomers fill the vacated slots in order.
+
+    content, previous_content: (layers, gpus, slots), -1 padded at the same positions. New content has no duplicate
+    expert on a GPU; the previous one may (only its first copy counts as kept).
+    """
+    valid = content >= 0
+    same = previous_content.unsqueeze(-1) == content.unsqueeze(-2)  # (..., old slot, new slot)
+    same &= valid.unsqueeze(-1) & valid.unsqueeze(-2)
+    earlier_copy = (previous_content.unsqueeze(-1) == previous_content.unsqueeze(-2)).tril(diagonal=-1).any(dim=-1)
+    same &= ~earlier_copy.unsqueeze(-1)
+    kept_old = same.any(dim=-1)  # (..., old slot)
+    kept_new = same.any(dim=-2)  # (..., new slot)
+    vacated = valid & ~kept_old
+    newcomer = valid & ~kept_new
+    vacated_rank = vacated.long().cumsum(dim=-1) - 1
+    newcomer_rank = newcomer.long().cumsum(dim=-1) - 1
+    pair = (vacated_rank.unsqueeze(-1) == newcomer_rank.unsqueeze(-2)) & vacated.unsqueeze(-1) & newcomer.unsqueeze(-2)
+    filled = (pair.long() * content.unsqueeze(-2)).sum(dim=-1)
+    return torch.where(kept_old, previous_content, torch.where(vacated, filled, content))
+
+
+def plan_improved(
+    weight32: torch.Tensor,
+    num_replicas: int,
+    num_groups: int,
+    num_nodes: int,
+    num_gpus: int,
+    *,
+    previous: torch.Tensor | None,
+    min_gain: float,
+    expert_size_bytes: int | None,
+    locality_slack: float,
+) -> RebalancePlan:
+    """Improved placement; arguments already validated (see ``plan_rebalance``). weight32: (layers, experts)."""
+    num_layers, num_experts = weight32.shape
+    weight = weight32.double()
+    capacity = gpu_slot_counts(num_replicas, num_gpus, num_nodes)  # (gpus,)
+    gpu_node = torch.arange(num_gpus) // (num_gpus // num_nodes)
+    slot_gpu = torch.repeat_interleave(torch.arange(num_gpus), capacity)  # (replicas,)
+    slot_valid = torch.arange(int(capacity.max())).unsqueeze(0) < capacity.unsqueeze(1)  # (gpus, max slots)
+
+    home_node = _home_nodes(weight32, num_groups, num_nodes)
+    _, _, count = replicate_greedy(weight32, num_replicas, max_count=num_gpus)
+    previous_content = previous_hosts = None
+    if previous is not None:
+        previous_content = torch.full((num_layers, num_gpus, slot_valid.shape[1]), -1, dtype=torch.int64)
+        previous_content[:, slot_valid] = previous
+        previous_hosts = torch.zeros((num_layers, num_gpus, num_experts), dtype=torch.bool)
+        previous_hosts[torch.arange(num_layers).unsqueeze(1), slot_gpu.unsqueeze(0), previous] = True
+
+    state = _place_replicas(weight, count, capacity, gpu_node, home_node, previous_hosts, locality_slack)
+    content = state.content
+    previous_ratio = None
+    layers_kept = torch.zeros(num_layers, dtype=torch.bool)
+    moved_slots = torch.zeros(num_layers, dtype=torch.int64)
+    if previous is not None:
+        swappable = (gpu_node.unsqueeze(1) == gpu_node.unsqueeze(0)) & (capacity.unsqueeze(1) == capacity.unsqueeze(0))
+        content = _match_previous_gpus(content, previous_content, swappable, num_experts)
+        content = _align_slots(content, previous_content)
+    phy2log = content[:, slot_valid]  # (layers, replicas), GPU-major
+    ratio = _max_over_mean(_gpu_loads(phy2log, weight, slot_gpu, num_gpus))
+    if previous is not None:
+        previous_ratio = _max_over_mean(_gpu_loads(previous, weight, slot_gpu, num_gpus))
+        previous_duplicates = previous_hosts.sum(dim=(1, 2)) < num_replicas
+        layers_kept = (previous_ratio - ratio < min_gain) & ~previous_duplicates
+        phy2log = torch.where(layers_kept.unsqueeze(1), previous, phy2log)
+        ratio = torch.where(layers_kept, previous_ratio, ratio)
+        moved_slots = (phy2log != previous).sum(dim=1)
+
+    logcnt = torch.zeros((num_layers, num_experts), dtype=torch.int64).scatter_add_(
+        1, phy2log, torch.ones_like(phy2log)
+    )
+    log2phy = build_log2phy(phy2log, occurrence_ranks(phy2log), num_experts, num_replicas - num_experts + 1)
+    cross_share = None
+    if home_node is not None:
+        replica_load = (weight / logcnt).gather(1, phy2log)  # (layers, replicas)
+        away = gpu_node[slot_gpu].unsqueeze(0) != home_node.gather(1, phy2log)
+        total = float(replica_load.sum())
+        cross_share = float(replica_load[away].sum()) / total if total > 0 else 0.0
+    return RebalancePlan(
+        phy2log=phy2log,
+        log2phy=log2phy,
+        logcnt=logcnt,
+        gpu_slot_counts=capacity,
+        max_over_mean=ratio,
+        previous_max_over_mean=previous_ratio,
+        layers_kept=layers_kept,
+        moved_slots=moved_slots,
+        bytes_moved=None if expert_size_bytes is None else int(moved_slots.sum()) * expert_size_bytes,
+        cross_node_load_share=cross_share,
+    )
