@@ -38,6 +38,10 @@ APT_PACKAGES := \
 	shellcheck=0.9.0-1 \
 	rsync=3.5.0+ds1-0+deb12u1 \
 	chromium=156.0.8078.108-1~deb12u1 \
+	user-mode-linux=6.1um4+b13 \
+	mmdebstrap=1.3.5-7 \
+	gcc=4:12.2.0-3 \
+	e2fsprogs=1.47.0-2 \
 	python3-venv=3.11.2-1+b1
 APT_STAMP := $(WORK)/stamps/apt.$(shell echo '$(APT_PACKAGES)' | md5sum | cut -c1-12)
 VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(ROOT)/requirements/*.txt $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
@@ -60,7 +64,7 @@ TOOL_ENV := \
 	PIP_DISABLE_PIP_VERSION_CHECK=1 \
 	PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: help setup apt venv env lint sanity units moe-test molecule test demo lab-up lab-down lab-status bench clean
+.PHONY: help setup apt venv env lint sanity units moe-test molecule test demo lab-up lab-down lab-status lab-image bench clean
 
 help:
 	@sed -n '2,7p' $(ROOT)/Makefile | sed 's/^# \{0,1\}//'
@@ -120,7 +124,7 @@ sanity: venv
 
 units: venv
 	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) -m pytest -q -p no:cacheprovider \
-		$$(for d in tests/unit tests/ps1 tests/playbooks; do [ -d $$d ] && echo $$d; done)
+		$$(for d in tests/unit tests/ps1 tests/playbooks tests/lab/uml; do [ -d $$d ] && echo $$d; done)
 
 moe-test: venv
 	@if [ -d $(ROOT)/packages/moe_balance/tests ]; then \
@@ -143,8 +147,12 @@ bench: venv
 
 ## ---------------------------------------------------------------- lab and demo
 lab-up: setup
-	@if [ "$(LAB)" != netns ]; then echo "lab-up: LAB=$(LAB) is not a lab flavour this checkout has (netns)" >&2; exit 2; fi
-	@python3 $(ROOT)/tests/lab/lab.py up --prefix $(PREFIX) --state-dir $(LAB_STATE)
+	@case "$(LAB)" in netns|uml) ;; *) echo "lab-up: LAB=$(LAB) is not a lab flavour (netns, uml)" >&2; exit 2;; esac
+	@python3 $(ROOT)/tests/lab/lab.py up --prefix $(PREFIX) --state-dir $(LAB_STATE) --flavour $(LAB)
+
+# Build (or find in its cache) the real-kernel guest image without booting anything.
+lab-image: apt
+	@python3 $(ROOT)/tests/lab/uml/uml_lab.py image
 
 lab-down:
 	@python3 $(ROOT)/tests/lab/lab.py down --prefix $(PREFIX) --state-dir $(LAB_STATE)

@@ -1,6 +1,8 @@
 """The hpc.balance local lab: six hosts in network namespaces on one bridge, reached by Ansible over ssh.
 
-  lab.py up     [--prefix hb] [--state-dir DIR]   create it; the last stdout line is the inventory path
+  lab.py up     [--prefix hb] [--state-dir DIR] [--flavour netns|uml]
+                                                   create it; the last stdout line is the inventory path
+                                                   (uml: also boot the real-kernel guests of uml/, their inventory)
   lab.py down   [--prefix hb] [--state-dir DIR]   remove all it made (harmless when there is none)
   lab.py status [--prefix hb] [--state-dir DIR]   hosts, processes, sshd, guard counters
   lab.py guard  [--prefix hb]                      guard value (frames that tried to leave); exit 1 when > 0
@@ -20,10 +22,14 @@ import sys
 import time
 from pathlib import Path
 
+# The real-kernel (user-mode Linux) guests live in uml/ beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "uml"))
+
 import lab_down
 import lab_guard
 import lab_state
 import lab_up
+import uml_guests
 from lab_files import host_log
 from lab_system import LabError, is_alive, netns_names
 from lab_topology import DEFAULT_PREFIX, HOSTS, switch_netns, validate_prefix
@@ -52,10 +58,14 @@ def _raise_on_sigterm(signum: int, _frame: object) -> None:
     raise LabError(f"interrupted by signal {signum}")
 
 
-def command_up(prefix: str, state_dir: Path, ssh_timeout_s: float, keep_on_failure: bool) -> int:
+def command_up(prefix: str, state_dir: Path, ssh_timeout_s: float, keep_on_failure: bool, flavour: str) -> int:
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    inventory = state_dir / lab_up.INVENTORY_FILE
     try:
         timings = lab_up.up(prefix, state_dir, ssh_timeout_s=ssh_timeout_s)
+        if flavour == "uml":
+            # Guests boot through the switch namespace the netns lab just made; sshd in a guest takes far longer.
+            inventory = uml_guests.up(prefix, state_dir, ssh_timeout_s=max(ssh_timeout_s, 240.0))
     except lab_up.LabRefused as error:
         log(f"lab up refused: {error}")
         return EXIT_REFUSED
@@ -71,19 +81,21 @@ def command_up(prefix: str, state_dir: Path, ssh_timeout_s: float, keep_on_failu
         return EXIT_FAILED
     log(f"lab {prefix} up in {timings['total_s']:.2f} s ({', '.join(f'{k} {v}' for k, v in timings.items())})")
     log(f"  ssh: ssh -F {state_dir / 'ssh_config'} rs1 | debug: {sys.argv[0]} exec rs1 --prefix {prefix}")
-    print(state_dir / lab_up.INVENTORY_FILE)
+    print(inventory)
     return 0
 
 
 def command_down(prefix: str, state_dir: Path) -> int:
     started = time.monotonic()
     try:
+        # Guests run inside the switch namespace: stop them (by recorded PID) before the namespaces go.
+        rc_guests = uml_guests.down(prefix, state_dir)
         rc = lab_down.down(prefix, state_dir)
     except LabError as error:
         log(f"lab down failed: {error}")
         return EXIT_FAILED
     log(f"lab {prefix} down in {time.monotonic() - started:.2f} s")
-    return rc
+    return max(rc_guests, rc)
 
 
 def command_status(prefix: str, state_dir: Path) -> int:
@@ -115,6 +127,8 @@ def command_status(prefix: str, state_dir: Path) -> int:
         counters = lab_guard.read_counters(switch)
         print(f"guard: {lab_guard.escaped_packets(counters)} escaped ({json.dumps(counters)})")
         healthy = healthy and lab_guard.escaped_packets(counters) == 0
+    if (state_dir / "uml").exists():
+        healthy = uml_guests.status(prefix, state_dir) == 0 and healthy
     return 0 if healthy else EXIT_FAILED
 
 
@@ -164,6 +178,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if name == "up":
             command.add_argument("--ssh-timeout-s", type=float, default=20.0, help="wait for sshd (default 20)")
             command.add_argument("--keep-on-failure", action="store_true", help="leave a failed lab for debugging")
+            command.add_argument("--flavour", choices=("netns", "uml"), default="netns",
+                                 help="netns hosts only, or also the real-kernel guests (default %(default)s)")
         if name == "exec":
             command.add_argument("host", help="lab host name; the command follows -- (default: a shell)")
     return parser.parse_args(argv)
@@ -180,7 +196,7 @@ def main(argv: list[str]) -> int:
         return EXIT_REFUSED
     state_dir = (args.state_dir or default_state_dir(prefix)).absolute()
     if args.command == "up":
-        return command_up(prefix, state_dir, args.ssh_timeout_s, args.keep_on_failure)
+        return command_up(prefix, state_dir, args.ssh_timeout_s, args.keep_on_failure, args.flavour)
     if args.command == "down":
         return command_down(prefix, state_dir)
     if args.command == "status":

@@ -1,0 +1,240 @@
+"""Tests of the guests' pure parts and process handling; the molecule scenario lab-uml boots the real thing.
+
+Run: python3 -m pytest -q -p no:cacheprovider tests/lab/uml
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+import uml_image  # noqa: E402
+import uml_inventory  # noqa: E402
+import uml_probe  # noqa: E402
+import uml_process  # noqa: E402
+import uml_seed  # noqa: E402
+import uml_topology  # noqa: E402
+from lab_system import identify, is_alive  # noqa: E402
+from lab_topology import GUEST_RANGE, HOSTS  # noqa: E402
+
+
+def test_guest_addresses_are_unique_and_inside_the_guest_range():
+    first, last = (ipaddress.IPv4Address(address) for address in GUEST_RANGE)
+    addresses = [ipaddress.IPv4Address(guest.address) for guest in uml_topology.GUESTS]
+    assert len(set(addresses)) == len(addresses)
+    assert all(first <= address <= last for address in addresses)
+    uml_topology.check_guest_addresses()
+
+
+def test_guests_are_named_and_grouped_as_documented():
+    assert [(g.name, g.address, g.group) for g in uml_topology.GUESTS] == [
+        ("udir1", "198.18.0.151", "lvs_directors"),
+        ("udir2", "198.18.0.152", "lvs_directors"),
+        ("urs1", "198.18.0.153", "lvs_realservers"),
+        ("urs2", "198.18.0.154", "lvs_realservers"),
+    ]
+
+
+def test_tap_names_fit_a_linux_interface_name():
+    assert all(len(uml_topology.tap_name(guest)) <= 15 for guest in uml_topology.GUESTS)
+
+
+def test_mac_address_is_locally_administered_and_built_from_the_address():
+    assert uml_topology.mac_address(uml_topology.GUESTS[0]) == "02:00:c6:12:00:97"
+    assert len({uml_topology.mac_address(guest) for guest in uml_topology.GUESTS}) == len(uml_topology.GUESTS)
+
+
+def test_machine_id_is_stable_per_lab_and_guest():
+    udir1, udir2 = uml_topology.GUESTS[:2]
+    assert uml_topology.machine_id("hb", udir1) == uml_topology.machine_id("hb", udir1)
+    assert uml_topology.machine_id("hb", udir1) != uml_topology.machine_id("hb", udir2)
+    assert uml_topology.machine_id("hb", udir1) != uml_topology.machine_id("lv", udir1)
+    assert len(uml_topology.machine_id("hb", udir1)) == 32
+    int(uml_topology.machine_id("hb", udir1), 16)
+
+
+def test_kernel_arguments_give_a_static_lab_address_and_no_ipv6():
+    arguments = uml_topology.kernel_arguments("hb", uml_topology.GUESTS[2])
+    assert "ip=198.18.0.153::198.18.0.1:255.255.255.0:urs1:vec0:off" in arguments
+    assert "vec0:transport=tap,ifname=to-urs1,mac=02:00:c6:12:00:99,gro=1" in arguments
+    assert "ipv6.disable=1" in arguments
+    assert "systemd.hostname=urs1" in arguments
+    assert "root=/dev/ubda" in arguments
+
+
+def test_guest_named_lists_the_guests_when_the_name_is_unknown():
+    with pytest.raises(ValueError, match="no lab guest named 'rs9': the guests are udir1, udir2, urs1, urs2"):
+        uml_topology.guest_named("rs9")
+
+
+def test_hosts_file_starts_with_the_marker_lab_seed_looks_for():
+    text = uml_seed.etc_hosts_text(uml_topology.GUESTS[0])
+    script = (HERE / "rootfs" / "usr" / "local" / "sbin" / "lab-seed").read_text(encoding="utf-8")
+    assert text.startswith("# lab hosts")
+    assert '"# lab hosts"*)' in script
+    for host in (*HOSTS, *uml_topology.GUESTS):
+        assert f"{host.address}\t{host.name}.lab {host.name}\n" in text
+
+
+@pytest.fixture
+def fake_uml_modules(tmp_path, monkeypatch):
+    modules = tmp_path / "modules"
+    (modules / "6.1.176").mkdir(parents=True)
+    monkeypatch.setattr(uml_image, "UML_MODULES_DIR", modules)
+    return modules
+
+
+def test_recipe_key_is_stable_for_the_same_recipe(fake_uml_modules):
+    assert uml_image.recipe_key(uml_image.recipe()) == uml_image.recipe_key(uml_image.recipe())
+
+
+def test_recipe_key_changes_with_the_package_list(fake_uml_modules, monkeypatch):
+    before = uml_image.recipe_key(uml_image.recipe())
+    monkeypatch.setattr(uml_image, "GUEST_PACKAGES", (*uml_image.GUEST_PACKAGES, "tcpdump"))
+    assert uml_image.recipe_key(uml_image.recipe()) != before
+
+
+def test_recipe_key_changes_with_the_uml_kernel(fake_uml_modules):
+    before = uml_image.recipe_key(uml_image.recipe())
+    (fake_uml_modules / "6.1.176").rename(fake_uml_modules / "6.1.177")
+    assert uml_image.recipe_key(uml_image.recipe()) != before
+
+
+def test_uml_modules_version_needs_exactly_one_kernel(fake_uml_modules):
+    (fake_uml_modules / "6.1.177").mkdir()
+    with pytest.raises(uml_image.LabError, match=r"exactly one UML kernel module folder .*user-mode-linux"):
+        uml_image.uml_modules_version()
+
+
+def test_apt_sources_are_the_machines_files_that_serve_the_suite(tmp_path):
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text("# deb http://mirror.invalid/debian bookworm main\n")
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\nComponents: main\n"
+    )
+    (tmp_path / "sources.list.d" / "extra.list").write_text("deb http://mirror.invalid/debian bookworm contrib\n")
+    (tmp_path / "sources.list.d" / "vendor.sources").write_text("Types: deb\nSuites: nodistro\nComponents: main\n")
+    assert uml_image.apt_source_files("bookworm", tmp_path) == [
+        str(tmp_path / "sources.list.d" / "extra.list"),
+        str(tmp_path / "sources.list.d" / "debian.sources"),
+    ]
+
+
+def test_apt_sources_without_the_suite_are_an_error(tmp_path):
+    (tmp_path / "sources.list").write_text("deb http://mirror.invalid/debian trixie main\n")
+    with pytest.raises(uml_image.LabError, match="no apt source on this machine serves Debian bookworm"):
+        uml_image.apt_source_files("bookworm", tmp_path)
+
+
+def test_inventory_puts_guests_in_their_groups_and_keeps_the_netns_client(tmp_path):
+    data = yaml.safe_load(uml_inventory.render("hb", tmp_path))
+    children = data["all"]["children"]
+    assert sorted(children["lvs_directors"]["hosts"]) == ["udir1", "udir2"]
+    assert sorted(children["lvs_realservers"]["hosts"]) == ["urs1", "urs2"]
+    assert sorted(children["lvs_clients"]["hosts"]) == ["client"]
+    assert children["gpu_nodes"]["hosts"] == {}
+    assert data["all"]["vars"]["lab_kind"] == "uml"
+    urs1 = children["lvs_realservers"]["hosts"]["urs1"]
+    assert urs1["ansible_host"] == "198.18.0.153"
+    assert urs1["lab_interface"] == "vec0"
+    assert 'ProxyCommand="ip netns exec hb-sw nc %h %p"' in urs1["ansible_ssh_common_args"]
+    assert "ServerAliveInterval=5" in urs1["ansible_ssh_common_args"]
+    client = children["lvs_clients"]["hosts"]["client"]
+    assert client["lab_interface"] == "eth0"
+    assert "ServerAliveInterval" not in client["ansible_ssh_common_args"]
+
+
+def test_memory_mib_reads_the_allocated_size_of_a_deleted_mapped_file(tmp_path):
+    path = tmp_path / "#memory"
+    with open(path, "wb") as memory:
+        memory.write(b"\1" * 3 * 1024 * 1024)
+        memory.flush()
+        os.fsync(memory.fileno())
+        path.unlink()
+        assert uml_process.memory_mib(identify(os.getpid())) == pytest.approx(3.0, abs=0.2)
+
+
+def test_preload_library_compiles_without_warnings(tmp_path, monkeypatch):
+    monkeypatch.setenv(uml_image.CACHE_DIR_VARIABLE, str(tmp_path))
+    library = uml_process.preload_library()
+    assert library.parent == tmp_path / "uml"
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True)
+    assert " T ptrace" in symbols.stdout
+    assert uml_process.preload_library() == library  # cached: the same file, not rebuilt
+
+
+def _fake_guest_programs(tmp_path: Path) -> Path:
+    """`linux` (a shell) and `uml_helper` (sleep) in tmp_path, so their comm names look like a guest's."""
+    (tmp_path / "linux").symlink_to("/bin/sh")
+    (tmp_path / "uml_helper").symlink_to(subprocess.check_output(["which", "sleep"], text=True).strip())
+    return tmp_path
+
+
+def test_stop_ends_a_guest_and_what_is_left_of_its_session_but_nothing_else(tmp_path):
+    programs = _fake_guest_programs(tmp_path)
+    guest = subprocess.Popen(
+        [str(programs / "linux"), "-c", f"{programs / 'uml_helper'} 60 & {programs / 'uml_helper'} 61"],
+        start_new_session=True,
+    )
+    bystander = subprocess.Popen([str(programs / "uml_helper"), "62"])
+    try:
+        time.sleep(0.3)
+        identity = identify(guest.pid)
+        helpers = uml_process._session_members(identity)
+        assert len(helpers) == 2
+        assert uml_process.stop([identity]) == []
+        guest.wait(timeout=5)
+        assert not any(is_alive(helper) for helper in helpers)
+        assert is_alive(identify(bystander.pid))
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def _closed_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return probe.getsockname()[1]
+
+
+def test_probe_sees_an_ssh_banner(monkeypatch):
+    listener = socket.create_server(("127.0.0.1", 0))
+    monkeypatch.setattr(uml_probe, "SSH_PORT", listener.getsockname()[1])
+
+    def answer_once():
+        connection = listener.accept()[0]
+        connection.sendall(b"SSH-2.0-lab\r\n")
+        connection.close()
+
+    server = threading.Thread(target=answer_once, daemon=True)
+    server.start()
+    try:
+        assert uml_probe.wait_for_ssh(["127.0.0.1"], timeout_s=5.0) == {"127.0.0.1": True}
+    finally:
+        server.join(timeout=1)
+        listener.close()
+
+
+def test_probe_reports_a_silent_port_within_its_timeout(monkeypatch):
+    monkeypatch.setattr(uml_probe, "SSH_PORT", _closed_port())
+    started = time.monotonic()
+    assert uml_probe.wait_for_ssh(["127.0.0.1"], timeout_s=0.5) == {"127.0.0.1": False}
+    assert time.monotonic() - started < 3.0
+
+
+def test_probe_prints_json_and_exits_nonzero_when_a_banner_is_missing(monkeypatch, capsys):
+    monkeypatch.setattr(uml_probe, "SSH_PORT", _closed_port())
+    assert uml_probe.main(["0.2", "127.0.0.1"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"127.0.0.1": False}

@@ -1,0 +1,352 @@
+"""Real-kernel guests on a running netns lab: bring them up, take them down, reboot one, report on them.
+
+  up(prefix, state_dir)        taps on the lab's bridge, one `linux` per guest (in parallel), wait for sshd,
+                               write <state-dir>/inventory-uml.yml; returns the inventory path
+  down(prefix, state_dir)      stop the recorded guests, delete their taps and files (harmless when none)
+  reboot(prefix, state_dir, name)   reboot one guest from inside and wait until it is back
+  status(prefix, state_dir)    one line per guest; 0 when all run and answer ssh
+
+The netns lab must be up first: the guests use its switch namespace, bridge, guard, key and ssh path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import lab_state
+import uml_image
+import uml_inventory
+import uml_process
+from lab_files import control_path, lab_key_path
+from lab_system import LabError, ProcessIdentity, ip_batch, is_alive, netns_names, run
+from lab_topology import BRIDGE, switch_netns
+from lab_up import LabRefused
+from uml_seed import write_seed
+from uml_state import GuestRecord, GuestsState, console_log, cow_file, guest_dir, load, uml_dir
+from uml_topology import GUEST_MEMORY_MIB, GUESTS, Guest, check_guest_addresses, guest_named, kernel_arguments, tap_name
+
+TIMINGS_FILE = "timings-uml.json"
+PROBE_SCRIPT = Path(__file__).resolve().parent / "uml_probe.py"
+# How long `status` waits for each guest's ssh banner.
+STATUS_PROBE_TIMEOUT_S = 6.0
+DEFAULT_SSH_TIMEOUT_S = 240.0
+DEFAULT_REBOOT_TIMEOUT_S = 240.0
+REQUIRED_TOOLS = ("ip", "linux", "mkfs.ext4", "ssh", "ssh-keygen", "nc", "gcc")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def console_tail(state_dir: Path, guest: Guest, lines: int = 30) -> str:
+    """The last lines of a guest's console log, labelled, for error messages."""
+    path = console_log(state_dir, guest)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+    except FileNotFoundError:
+        return f"(no console log at {path})"
+    return f"--- {path} (last {lines} lines) ---\n" + ("\n".join(text) if text else "(empty)")
+
+
+def check_lab(prefix: str, state_dir: Path) -> str:
+    """The switch namespace of a running netns lab, or LabError saying how to bring it up."""
+    if os.geteuid() != 0:
+        raise LabError("the lab guests need root (taps, network namespaces): run as root")
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise LabError(f"missing tools {missing}: {uml_image.MACHINE_PACKAGES_HINT}, gcc, openssh-client")
+    check_guest_addresses()
+    switch = switch_netns(prefix)
+    netns_state = lab_state.load(state_dir)
+    if switch not in netns_names() or netns_state is None or netns_state.phase != "up":
+        raise LabError(
+            f"the netns lab {prefix!r} is not up (namespace {switch}, record in {state_dir}): bring it up first "
+            f"with `python3 tests/lab/lab.py up --prefix {prefix} --state-dir {state_dir}`"
+        )
+    if not lab_key_path(state_dir).is_file():
+        raise LabError(f"the lab key {lab_key_path(state_dir)} is missing: recreate the netns lab")
+    return switch
+
+
+def _existing_taps(switch: str) -> list[str]:
+    output = run(["ip", "-n", switch, "-o", "link", "show"])
+    names = [line.split(":")[1].strip().split("@")[0] for line in output.splitlines() if ":" in line]
+    return [tap_name(guest) for guest in GUESTS if tap_name(guest) in names]
+
+
+def create_taps(state: GuestsState, state_dir: Path) -> None:
+    """One tap per guest on the lab's bridge, recorded before it is made."""
+    state.taps = [tap_name(guest) for guest in GUESTS]
+    state.save(state_dir)
+    commands = []
+    for guest in GUESTS:
+        commands += [
+            f"tuntap add dev {tap_name(guest)} mode tap",
+            f"link set {tap_name(guest)} master {BRIDGE} up",
+        ]
+    ip_batch(commands, netns=state.switch_netns)
+
+
+def probe_argv(switch: str, timeout_s: float, addresses: list[str]) -> list[str]:
+    """The command that waits for ssh banners from inside the switch namespace (uml_probe.py)."""
+    return ["ip", "netns", "exec", switch, sys.executable, "-I", str(PROBE_SCRIPT), str(timeout_s), *addresses]
+
+
+def wait_for_sshd(
+    state: GuestsState, state_dir: Path, started_at: dict[str, float], timeout_s: float
+) -> dict[str, float]:
+    """Wait until every guest's sshd sends its banner; seconds from each guest's start. Fails with its console."""
+    probes = {
+        guest.name: subprocess.Popen(
+            probe_argv(state.switch_netns, timeout_s, [guest.address]),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for guest in GUESTS
+    }
+    ready_s: dict[str, float] = {}
+    try:
+        while len(ready_s) < len(GUESTS):
+            for guest in GUESTS:
+                if guest.name in ready_s:
+                    continue
+                process = state.guests[guest.name].process
+                if process is None or not is_alive(process):
+                    raise LabError(f"lab guest {guest.name} stopped while booting\n{console_tail(state_dir, guest)}")
+                rc = probes[guest.name].poll()
+                if rc == 0:
+                    ready_s[guest.name] = round(time.monotonic() - started_at[guest.name], 2)
+                    log(f"lab guests: {guest.name} answers ssh after {ready_s[guest.name]} s")
+                elif rc is not None:
+                    raise LabError(
+                        f"sshd of lab guest {guest.name} ({guest.address}) did not answer within {timeout_s} s\n"
+                        f"{console_tail(state_dir, guest)}"
+                    )
+            time.sleep(0.1)
+    finally:
+        for probe in probes.values():
+            if probe.poll() is None:
+                probe.kill()
+                probe.wait()
+    return ready_s
+
+
+def up(prefix: str, state_dir: Path, *, ssh_timeout_s: float = DEFAULT_SSH_TIMEOUT_S) -> Path:
+    """Boot every guest on the running netns lab; return the inventory path. Timings go to timings-uml.json.
+
+    On failure the caller runs down() (the record lists what was made).
+    """
+    started = time.monotonic()
+    switch = check_lab(prefix, state_dir)
+    if load(state_dir) is not None or uml_dir(state_dir).exists():
+        raise LabRefused(
+            f"lab {prefix!r} already has guests ({uml_dir(state_dir)} exists): run "
+            f"`python3 tests/lab/uml/uml_lab.py down --prefix {prefix} --state-dir {state_dir}` first"
+        )
+    taken = _existing_taps(switch)
+    if taken:
+        raise LabRefused(f"taps {taken} already exist in {switch}: another guest set uses this lab; take it down")
+    timings: dict[str, object] = {}
+    image = uml_image.ensure_image()
+    timings["image_build_s"] = image.build_s if image.built_now else 0.0
+    timings["image_key"] = image.key
+    mark = time.monotonic()
+    preload = uml_process.preload_library()
+    timings["preload_s"] = round(time.monotonic() - mark, 2)
+
+    uml_dir(state_dir).mkdir()
+    state = GuestsState(prefix=prefix, switch_netns=switch, image=str(image.path))
+    state.save(state_dir)
+    mark = time.monotonic()
+    authorized_key = lab_key_path(state_dir).with_suffix(".pub").read_text(encoding="utf-8")
+    seeds = {}
+    for guest in GUESTS:
+        guest_dir(state_dir, guest).mkdir()
+        seeds[guest.name] = write_seed(guest_dir(state_dir, guest), guest, authorized_key)
+    create_taps(state, state_dir)
+    timings["prepare_s"] = round(time.monotonic() - mark, 2)
+
+    memory_dir = uml_process.memory_folder(uml_dir(state_dir) / "memory", GUEST_MEMORY_MIB * len(GUESTS))
+    started_at = {}
+    for guest in GUESTS:
+        argv = [
+            f"umid={guest.name}",
+            f"uml_dir={guest_dir(state_dir, guest)}",
+            f"ubd0={cow_file(state_dir, guest)},{image.path}",
+            f"ubd1r={seeds[guest.name]}",
+            *kernel_arguments(prefix, guest),
+        ]
+        record = GuestRecord(address=guest.address, argv=argv)
+        state.guests[guest.name] = record
+        started_at[guest.name] = time.monotonic()
+        record.process = uml_process.start(switch, argv, memory_dir, preload, console_log(state_dir, guest))
+        state.save(state_dir)
+    log(f"lab guests: {len(GUESTS)} guests booting on {switch} (consoles in {uml_dir(state_dir)}/*/console.log)")
+    boot_started = time.monotonic()
+    ready_s = wait_for_sshd(state, state_dir, started_at, ssh_timeout_s)
+    timings["ssh_ready_s"] = ready_s
+    timings["all_ssh_ready_s"] = round(time.monotonic() - boot_started, 2)
+    timings["memory_mib_at_ready"] = {
+        name: uml_process.memory_mib(record.process) for name, record in state.guests.items() if record.process
+    }
+
+    inventory = state_dir / uml_inventory.INVENTORY_FILE
+    inventory.write_text(uml_inventory.render(prefix, state_dir), encoding="utf-8")
+    (state_dir / uml_inventory.SSH_CONFIG_FILE).write_text(
+        uml_inventory.ssh_config_text(prefix, state_dir), encoding="utf-8"
+    )
+    state.phase = "up"
+    state.save(state_dir)
+    timings["total_s"] = round(time.monotonic() - started, 2)
+    _write_timings(state_dir, {"up": timings})
+    return inventory
+
+
+def _write_timings(state_dir: Path, update: dict[str, object]) -> None:
+    """Merge `update` into <state-dir>/timings-uml.json (reboots are appended under 'reboots')."""
+    path = state_dir / TIMINGS_FILE
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    for key, value in update.items():
+        if key == "reboots":
+            data.setdefault("reboots", []).extend(value)
+        else:
+            data[key] = value
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _close_control_connections(state_dir: Path) -> None:
+    """Ask the ssh masters of the guests' addresses to exit (they would linger, holding `nc` in the switch)."""
+    for guest in GUESTS:
+        socket_path = Path(control_path(state_dir).replace("%h", guest.address))
+        if socket_path.exists():
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", guest.name],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=5, check=False,
+            )  # fmt: skip
+
+
+def down(prefix: str, state_dir: Path) -> int:
+    """Stop the recorded guests and delete their taps and files; 0 when nothing of them remains (or there was none)."""
+    state = load(state_dir)
+    if state is None:
+        if uml_dir(state_dir).exists():
+            log(f"warning: {uml_dir(state_dir)} holds no guests' record; not removing it: check the path")
+            return 1
+        return 0
+    if state.prefix != prefix:
+        raise LabError(f"the guests in {state_dir} belong to lab {state.prefix!r}, not {prefix!r}")
+    _close_control_connections(state_dir)
+    identities = [record.process for record in state.guests.values() if record.process is not None]
+    survivors = uml_process.stop(identities)
+    if state.switch_netns in netns_names():
+        existing = set(_existing_taps(state.switch_netns))
+        commands = [f"link delete {tap}" for tap in state.taps if tap in existing]
+        if commands:
+            ip_batch(commands, netns=state.switch_netns)
+    for name in (uml_inventory.INVENTORY_FILE, uml_inventory.SSH_CONFIG_FILE, TIMINGS_FILE):
+        (state_dir / name).unlink(missing_ok=True)
+    if survivors:
+        log(f"warning: guest processes still alive after SIGKILL: {', '.join(survivors)}; record kept")
+        return 1
+    shutil.rmtree(uml_dir(state_dir))
+    return 0
+
+
+def _ssh(state_dir: Path, guest: Guest, command: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+    """Run a command on a guest over a fresh ssh connection (never a control master a reboot left stale)."""
+    argv = [
+        "ssh", "-F", str(state_dir / uml_inventory.SSH_CONFIG_FILE),
+        "-o", "ControlPath=none", "-o", "ConnectTimeout=5", "-o", "BatchMode=yes",
+        guest.name, command,
+    ]  # fmt: skip
+    try:
+        return subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 255, "", f"ssh timed out after {timeout_s} s")
+
+
+def _running_guest(state_dir: Path, name: str) -> tuple[Guest, ProcessIdentity]:
+    guest = guest_named(name)
+    state = load(state_dir)
+    record = state.guests.get(name) if state is not None else None
+    if state is None or state.phase != "up" or record is None or record.process is None:
+        raise LabError(f"lab guest {name} is not up (no running guests in {state_dir}); run `uml_lab.py up`")
+    if not is_alive(record.process):
+        raise LabError(f"lab guest {name} is not running (pid {record.process.pid} ended)\n"
+                       f"{console_tail(state_dir, guest)}")  # fmt: skip
+    return guest, record.process
+
+
+def reboot(prefix: str, state_dir: Path, name: str, *, timeout_s: float = DEFAULT_REBOOT_TIMEOUT_S) -> dict:
+    """Reboot one guest with `systemctl reboot` and wait until it answers with a new boot id and its address.
+
+    UML reboots by exec()ing itself: the same process, tap, address and copy-on-write disk come back.
+    """
+    guest, process = _running_guest(state_dir, name)
+    before = _ssh(state_dir, guest, "cat /proc/sys/kernel/random/boot_id")
+    if before.returncode != 0:
+        raise LabError(f"cannot reach {name} over ssh before the reboot: {before.stderr.strip()}")
+    started = time.monotonic()
+    _ssh(state_dir, guest, "systemctl reboot", timeout_s=15.0)  # the connection may drop: rc 255 is expected
+    deadline = started + timeout_s
+    while True:
+        if not is_alive(process):
+            raise LabError(f"lab guest {name} ended instead of rebooting\n{console_tail(state_dir, guest)}")
+        after = _ssh(state_dir, guest, "cat /proc/sys/kernel/random/boot_id; ip -4 -o address show", 10.0)
+        if after.returncode == 0 and after.stdout.split()[:1] != before.stdout.split()[:1]:
+            break
+        if time.monotonic() > deadline:
+            raise LabError(f"lab guest {name} did not come back within {timeout_s} s\n{console_tail(state_dir, guest)}")
+        time.sleep(1.0)
+    result = {
+        "guest": name,
+        "reboot_s": round(time.monotonic() - started, 2),
+        "boot_id_before": before.stdout.strip(),
+        "boot_id_after": after.stdout.split()[0],
+        "same_process": is_alive(process),
+        "address_back": f" {guest.address}/" in after.stdout,
+    }
+    if not result["address_back"]:
+        raise LabError(f"lab guest {name} came back without its address {guest.address}:\n{after.stdout}")
+    _write_timings(state_dir, {"reboots": [result]})
+    return result
+
+
+def status(prefix: str, state_dir: Path) -> int:
+    """Print one line per guest (process, sshd, memory); 0 when every guest runs and answers."""
+    state = load(state_dir)
+    if state is None:
+        log(f"lab {prefix!r} has no guests (no record in {uml_dir(state_dir)})")
+        return 1
+    answers = {}
+    if state.switch_netns in netns_names():
+        argv = probe_argv(state.switch_netns, STATUS_PROBE_TIMEOUT_S, [guest.address for guest in GUESTS])
+        completed = subprocess.run(argv, capture_output=True, text=True, check=False)
+        try:
+            answers = json.loads(completed.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            answers = {}
+    healthy = state.phase == "up"
+    print(f"guests of lab {prefix} ({state.phase}), image {state.image}")
+    print(f"{'guest':<8}{'address':<15}{'pid':<9}{'alive':<7}{'sshd':<9}memory MiB")
+    for guest in GUESTS:
+        record = state.guests.get(guest.name)
+        process = record.process if record is not None else None
+        alive = process is not None and is_alive(process)
+        sshd = bool(answers.get(guest.address))
+        memory = uml_process.memory_mib(process) if process is not None else None
+        healthy = healthy and alive and sshd
+        pid = process.pid if process is not None else "-"
+        print(f"{guest.name:<8}{guest.address:<15}{pid!s:<9}{'yes' if alive else 'no':<7}"
+              f"{'answers' if sshd else 'silent':<9}{memory if memory is not None else '-'}")  # fmt: skip
+        if not alive:
+            print(f"  console: {console_log(state_dir, guest)}")
+    return 0 if healthy else 1

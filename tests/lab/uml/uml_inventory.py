@@ -1,0 +1,111 @@
+"""The Ansible inventory and ssh client config of the lab's guests (YAML written without a YAML library).
+
+The guests are reached like the netns hosts: ssh through `nc` in the switch namespace, the lab key, one control
+connection per address. Groups are the collection's: udir* in lvs_directors, urs* in lvs_realservers, and the
+netns `client` host in lvs_clients, so a DR test has a client beside the real-kernel director and servers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab_files import control_path, lab_key_path
+from lab_inventory import lab_vars, ssh_common_args
+from lab_topology import GROUPS, HOST_INTERFACE, HOSTS, SSH_PORT, host_netns, switch_netns
+from uml_topology import GUEST_INTERFACE, GUESTS
+
+INVENTORY_FILE = "inventory-uml.yml"
+SSH_CONFIG_FILE = "ssh_config-uml"
+# netns hosts listed beside the guests (by group), so plays have what the guests cannot be.
+NETNS_GROUPS_KEPT = ("lvs_clients",)
+# A rebooting guest may take its network down before its sshd says goodbye: without keepalives an ssh control
+# master then waits forever on the dead connection, and so does every command multiplexed on it (a reboot's
+# "is it back yet" check included). With these, ssh gives up on a silent guest after 15 s.
+GUEST_SSH_KEEPALIVE = "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
+
+
+def _scalar(value: object) -> str:
+    return json.dumps(value)
+
+
+def connection_vars(prefix: str, state_dir: Path, *, guest: bool) -> dict[str, object]:
+    """How Ansible reaches a lab host: the netns lab's settings, plus ssh keepalives for a guest."""
+    common_args = ssh_common_args(prefix, state_dir)
+    return {
+        "ansible_connection": "ssh",
+        "ansible_user": "root",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "ansible_ssh_private_key_file": str(lab_key_path(state_dir)),
+        "ansible_ssh_common_args": f"{common_args} {GUEST_SSH_KEEPALIVE}" if guest else common_args,
+    }
+
+
+def group_members(prefix: str, state_dir: Path, group: str) -> dict[str, dict[str, object]]:
+    """Host name -> host variables of one group: its guests, then the netns hosts this inventory keeps."""
+    members = {
+        guest.name: {
+            "ansible_host": guest.address,
+            **connection_vars(prefix, state_dir, guest=True),
+            "lab_interface": GUEST_INTERFACE,
+            "lab_guest": True,
+        }
+        for guest in GUESTS
+        if guest.group == group
+    }
+    if group in NETNS_GROUPS_KEPT:
+        for host in HOSTS:
+            if host.group == group:
+                members[host.name] = {
+                    "ansible_host": host.address,
+                    **connection_vars(prefix, state_dir, guest=False),
+                    "lab_interface": HOST_INTERFACE,
+                    "lab_guest": False,
+                    "lab_netns": host_netns(prefix, host),
+                }
+    return members
+
+
+def render(prefix: str, state_dir: Path) -> str:
+    """The inventory text: the architecture's groups under all.children; guests and the kept netns hosts."""
+    facts = {**lab_vars(prefix, state_dir), "lab_kind": "uml", "lab_interface": GUEST_INTERFACE}
+    lines = [
+        f"# Inventory of the real-kernel guests of the hpc.balance lab {prefix!r}, written by tests/lab/uml.",
+        "all:",
+        "  vars:",
+    ]
+    lines += [f"    {key}: {_scalar(value)}" for key, value in facts.items()]
+    lines.append("  children:")
+    for group in GROUPS:
+        members = group_members(prefix, state_dir, group)
+        lines.append(f"    {group}:")
+        if not members:
+            lines.append("      hosts: {}")
+            continue
+        lines.append("      hosts:")
+        for name, host_vars in members.items():
+            lines.append(f"        {name}:")
+            lines += [f"          {key}: {_scalar(value)}" for key, value in host_vars.items()]
+    return "\n".join(lines) + "\n"
+
+
+def ssh_config_text(prefix: str, state_dir: Path) -> str:
+    """An ssh client config reaching every guest by name (`ssh -F <state-dir>/ssh_config-uml urs1`)."""
+    blocks = [f"Host {guest.name}\n  HostName {guest.address}\n" for guest in GUESTS]
+    common = f"""Host *
+  User root
+  Port {SSH_PORT}
+  IdentityFile {lab_key_path(state_dir)}
+  IdentitiesOnly yes
+  ProxyCommand ip netns exec {switch_netns(prefix)} nc %h %p
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+  ControlMaster auto
+  ControlPersist 60s
+  ControlPath {control_path(state_dir)}
+  ConnectTimeout 5
+  ServerAliveInterval 5
+  ServerAliveCountMax 3
+"""
+    return "".join(blocks) + common
