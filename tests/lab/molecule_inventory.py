@@ -4,6 +4,7 @@
 Molecule resolves its inventory links before `create` has brought the lab up, so a scenario cannot link the lab's
 inventory file directly. This script stands in its place: it reads `<repo>/.lab/$LAB_PREFIX/inventory.yml` when
 the lab is up and answers Ansible's `--list` with it (script inventory JSON); before that, with no hosts.
+A scenario on the real-kernel guests sets LAB_INVENTORY_FILE=inventory-uml.yml (provisioner.env) to read theirs.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ def _walk(name, group, result):
         _walk(child, child_group, result)
 
 
-def lab_inventory(prefix):
+def lab_inventory(prefix, file_name="inventory.yml"):
     result = {"_meta": {"hostvars": {}}}
-    path = REPO_ROOT / ".lab" / prefix / "inventory.yml"
+    path = REPO_ROOT / ".lab" / prefix / file_name
     if path.is_file():
         data = yaml.safe_load(path.read_text()) or {}
         _walk("all", data.get("all"), result)
@@ -43,7 +44,8 @@ def main(argv):
     if "--host" in argv:
         print(json.dumps({}))
         return 0
-    print(json.dumps(lab_inventory(os.environ.get("LAB_PREFIX") or "hbm"), indent=1))
+    prefix = os.environ.get("LAB_PREFIX") or "hbm"
+    print(json.dumps(lab_inventory(prefix, os.environ.get("LAB_INVENTORY_FILE") or "inventory.yml"), indent=1))
     return 0
 
 
