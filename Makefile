@@ -82,10 +82,10 @@ venv: $(VENV_STAMP) $(COLLECTION_LINK) $(GET_PIP)
 $(VENV_STAMP): $(APT_STAMP)
 	@mkdir -p $(dir $@)
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
-	@echo "setup: installing pinned Python packages into .venv (requirements/dev.txt, requirements/moe.txt)"
-	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
-	@if [ -f $(ROOT)/requirements/moe.txt ]; then $(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/moe.txt 2> >(grep -v "is ignored: it is neither" >&2); fi
-	@if [ -f $(ROOT)/packages/moe_balance/pyproject.toml ]; then $(TOOL_ENV) $(BIN)/pip install -q --no-deps --no-build-isolation -e $(ROOT)/packages/moe_balance 2> >(grep -v "is ignored: it is neither" >&2); fi
+	@echo "setup: installing pinned Python packages into .venv (requirements/dev.txt, requirements/moe.txt)" >&2
+	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/dev.txt >&2 2> >(grep -v "is ignored: it is neither" >&2)
+	@if [ -f $(ROOT)/requirements/moe.txt ]; then $(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/moe.txt >&2 2> >(grep -v "is ignored: it is neither" >&2); fi
+	@if [ -f $(ROOT)/packages/moe_balance/pyproject.toml ]; then $(TOOL_ENV) $(BIN)/pip install -q --no-deps --no-build-isolation -e $(ROOT)/packages/moe_balance >&2 2> >(grep -v "is ignored: it is neither" >&2); fi
 	@$(BIN)/pip check >/dev/null
 	@touch $@
 
@@ -123,6 +123,8 @@ sanity: venv
 	@cd $(WORK)/sanity/ansible_collections/hpc/balance && $(TOOL_ENV) ansible-test sanity --local --python 3.11 --color no
 
 units: venv
+	@# pytest-ansible keeps a collections/ tree of links that goes stale when a top-level folder is added.
+	@rm -rf $(ROOT)/collections
 	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) -m pytest -q -p no:cacheprovider \
 		$$(for d in tests/unit tests/ps1 tests/playbooks tests/lab/uml; do [ -d $$d ] && echo $$d; done)
 

@@ -13,8 +13,17 @@ if [[ "${KEEP:-0}" != 1 ]]; then
     trap '"${lab[@]}" down "${lab_args[@]}" >&2' EXIT
 fi
 
-echo "demo: lab inventory $inventory" >&2
-ansible-playbook -i "$inventory" "$root/playbooks/site.yml" \
+# The lab's inventory beside the lab's site variables (the same ones the molecule scenarios use).
+site_inventory="$LAB_STATE/site-inventory"
+mkdir -p "$site_inventory"
+ln -sfn "$inventory" "$site_inventory/hosts.yml"
+ln -sfn "$root/tests/lab/site/group_vars" "$site_inventory/group_vars"
+ln -sfn "$root/tests/lab/site/host_vars" "$site_inventory/host_vars"
+echo "demo: lab inventory $site_inventory" >&2
+
+ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare.yml" -e "hpc_balance_lab_repo=$root"
+ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" \
+    -e "hpc_balance_lab_repo=$root" \
     -e "hpc_balance_report_dir=$REPORT_DIR" \
     -e '{"hpc_balance_required_groups": ["lvs_directors", "lvs_realservers", "lvs_clients", "gpu_nodes"]}'
 

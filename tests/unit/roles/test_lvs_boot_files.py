@@ -1,0 +1,109 @@
+"""The files the LVS roles install for boot and crash handling parse: systemd units (systemd-analyze verify, with the
+role's drop-in on top of the packaged keepalived.service) and shell scripts (sh -n, shellcheck where installed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+SHELLCHECK = shutil.which("shellcheck")
+KEEPALIVED_UNIT = Path("/lib/systemd/system/keepalived.service")
+
+REALSERVER_VARS = {
+    "lvs_realserver_vip_cidrs": ["198.18.0.100/32", "198.18.0.101/32"],
+    "lvs_realserver_vip_label": "lo:lvs",
+    "lvs_realserver_unit_name": "hpc-balance-lvs-vip",
+    "lvs_realserver_sysctl_file": "/etc/sysctl.d/60-hpc-balance-lvs-realserver.conf",
+}
+DIRECTOR_RESOLVED = {
+    "vrrp_instances": [
+        {"interface": "eth0", "virtual_ipaddresses": ["198.18.0.100/32"]},
+        {"interface": "vec0", "virtual_ipaddresses": ["198.18.0.101/24", "198.18.0.102/32"]},
+    ]
+}
+
+
+def systemd_verify(unit_dir, unit):
+    env = dict(os.environ, SYSTEMD_UNIT_PATH=f"{unit_dir}:")
+    return subprocess.run([SYSTEMD_ANALYZE, "verify", "--man=no", unit], capture_output=True, text=True, env=env,
+                          timeout=60, check=False, cwd=unit_dir)
+
+
+def shell_problems(path):
+    found = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True, check=False).stderr
+    if SHELLCHECK:
+        found += subprocess.run([SHELLCHECK, "--shell=sh", str(path)], capture_output=True, text=True,
+                                check=False).stdout
+    return found
+
+
+def test_vip_unit_adds_each_vip_with_the_label_after_the_arp_settings(render):
+    text = render("lvs_realserver", "vip.service.j2", **REALSERVER_VARS)
+    assert "After=systemd-sysctl.service\n" in text
+    assert "ExecStart=/sbin/ip addr replace 198.18.0.101/32 dev lo label lo:lvs\n" in text
+    assert "WantedBy=multi-user.target\n" in text
+
+
+@pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="systemd-analyze is not installed")
+def test_systemd_accepts_the_vip_unit(render, tmp_path):
+    (tmp_path / "hpc-balance-lvs-vip.service").write_text(render("lvs_realserver", "vip.service.j2",
+                                                                 **REALSERVER_VARS))
+    result = systemd_verify(tmp_path, "hpc-balance-lvs-vip.service")
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+@pytest.mark.skipif(SYSTEMD_ANALYZE is None or not KEEPALIVED_UNIT.exists(), reason="needs systemd-analyze and "
+                    "the keepalived package's unit")
+@pytest.mark.parametrize("broken", [False, True], ids=["role drop-in", "broken drop-in (the check can fail)"])
+def test_systemd_accepts_keepalived_with_the_drop_in(render, tmp_path, broken):
+    shutil.copy(KEEPALIVED_UNIT, tmp_path / "keepalived.service")
+    dropin = render("lvs_director", "systemd-dropin.conf.j2",
+                    lvs_director_vip_cleanup_path="/etc/keepalived/hpc-balance-vip-cleanup")
+    if broken:
+        dropin = dropin.replace("Restart=on-failure", "Restart=on-failur")
+    (tmp_path / "keepalived.service.d").mkdir()
+    (tmp_path / "keepalived.service.d" / "hpc-balance.conf").write_text(dropin)
+    result = systemd_verify(tmp_path, "keepalived.service")
+    assert result.returncode == 0
+    assert (result.stderr == "") != broken, result.stderr
+
+
+def test_drop_in_runs_the_cleanup_after_every_stop_and_ignores_its_failure(render):
+    text = render("lvs_director", "systemd-dropin.conf.j2",
+                  lvs_director_vip_cleanup_path="/etc/keepalived/hpc-balance-vip-cleanup")
+    assert "ExecStopPost=-/etc/keepalived/hpc-balance-vip-cleanup\n" in text
+
+
+def test_cleanup_script_removes_every_vip_from_its_interface(render, tmp_path):
+    script = tmp_path / "cleanup"
+    script.write_text(render("lvs_director", "vip-cleanup.sh.j2", lvs_director_resolved=DIRECTOR_RESOLVED))
+    text = script.read_text()
+    assert "ip addr del 198.18.0.100/32 dev eth0 " in text
+    assert "ip addr del 198.18.0.101/24 dev vec0 " in text
+    assert text.index("pidof keepalived") < text.index("ip addr del")
+    assert shell_problems(script) == ""
+
+
+def test_sysv_boot_script_applies_the_arp_settings_before_the_vips(render, tmp_path):
+    script = tmp_path / "hpc-balance-lvs-vip"
+    script.write_text(render("lvs_realserver", "vip.init.j2", **REALSERVER_VARS))
+    text = script.read_text()
+    assert text.index('sysctl -q -p "$SYSCTL_FILE"') < text.index('ip addr replace "$vip"')
+    assert "# Provides:          hpc-balance-lvs-vip\n" in text
+    assert shell_problems(script) == ""
+
+
+@pytest.mark.parametrize(
+    ("vrrp_only", "line"),
+    [(True, "-net.ipv4.vs.expire_nodest_conn = 1\n"), (False, "\nnet.ipv4.vs.expire_nodest_conn = 1\n")],
+)
+def test_director_sysctl_file_marks_ipvs_keys_optional_only_without_ipvs(render, vrrp_only, line):
+    text = render("lvs_director", "sysctl.conf.j2", lvs_director_vrrp_only=vrrp_only,
+                  lvs_director_sysctls={"net.ipv4.vs.expire_nodest_conn": 1, "net.ipv4.ip_forward": True})
+    assert line in text
+    assert "\nnet.ipv4.ip_forward = 1\n" in text
