@@ -244,7 +244,8 @@ def svg_bars(values, labels, references=(), hot=(), max_bars=64, unit="", width=
     chosen, note = _pick_bars(values, max_bars)
     if not chosen:
         return "", "no data to draw"
-    left, right, top, bottom = 56, 8, 8, 22
+    # The left margin fits the longest axis label ("999.99 Gbit/s") at the chart font size.
+    left, right, top, bottom = 80, 8, 8, 22
     plot_w = width - left - right
     plot_h = height - top - bottom
     peak = max([values[index] for index in chosen] + [reference[0] for reference in references] + [1e-12])
@@ -256,8 +257,9 @@ def svg_bars(values, labels, references=(), hot=(), max_bars=64, unit="", width=
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img">',
         f'<line class="axis" x1="{left}" y1="{base}" x2="{width - right}" y2="{base}"/>',
-        f'<text class="lbl" x="{left - 4}" y="{top + 8}" text-anchor="end">{html.escape(_short(peak, unit))}</text>',
-        f'<text class="lbl" x="{left - 4}" y="{base}" text-anchor="end">0</text>',
+        f'<text class="lbl" font-size="10" x="{left - 4}" y="{top + 8}" text-anchor="end">'
+        f'{html.escape(_short(peak, unit))}</text>',
+        f'<text class="lbl" font-size="10" x="{left - 4}" y="{base}" text-anchor="end">0</text>',
     ]
     label_every = -(-len(chosen) // 16)  # at most 16 axis labels
     for position, index in enumerate(chosen):
@@ -269,8 +271,8 @@ def svg_bars(values, labels, references=(), hot=(), max_bars=64, unit="", width=
         parts.append(f'<rect class="{css}" x="{x:.1f}" y="{base - bar_h:.1f}" width="{bar_w:.1f}" '
                      f'height="{bar_h:.1f}"><title>{tip}</title></rect>')
         if position % label_every == 0:
-            parts.append(f'<text class="lbl" x="{x + bar_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
-                         f'{html.escape(str(labels[index])[:14])}</text>')
+            parts.append(f'<text class="lbl" font-size="10" x="{x + bar_w / 2:.1f}" y="{height - 8}" '
+                         f'text-anchor="middle">{html.escape(str(labels[index])[:14])}</text>')
     for value, text, css in references:
         y = base - plot_h * value / peak
         parts.append(f'<line class="{css}" x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}">'
