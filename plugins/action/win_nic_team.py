@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import time
 
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
     KINDS,
     LOAD_BALANCING_ALGORITHMS,
@@ -26,6 +23,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
     vendor_driver_file_patterns,
     verdict,
 )
+from ansible_collections.hpc.balance.plugins.plugin_utils._win_action import WinPlanAction, poll_verdict
 
 GATHER_MODULE = "hpc.balance.win_nic_team_gather"
 APPLY_MODULE = "hpc.balance.win_nic_team_apply"
@@ -56,38 +54,15 @@ _sleep = time.sleep
 _monotonic = time.monotonic
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = True
-    _supports_check_mode = True
-    _supports_async = False
-
-    def _run_module(self, name, args, task_vars):
-        result = self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
-        if result.get("failed"):
-            raise AnsibleActionFail("{} failed: {}".format(name, result.get("msg", "no message")), result=result)
-        return result
-
+class ActionModule(WinPlanAction):
     def _gather(self, task_vars):
-        raw = self._run_module(GATHER_MODULE, {"driver_file_patterns": vendor_driver_file_patterns()}, task_vars)
-        try:
-            return parse_host_state(raw)
-        except (KeyError, TypeError, ValueError) as error:
-            raise AnsibleActionFail(f"{GATHER_MODULE} returned a record this plugin cannot read: {error}") from error
+        args = {"driver_file_patterns": vendor_driver_file_patterns()}
+        return self._gather_with(GATHER_MODULE, parse_host_state, args, task_vars)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
-        try:
-            desired = TeamDesired.from_args(args)
-        except ValueError as error:
-            raise AnsibleActionFail(str(error)) from error
-        if args["wait_timeout_s"] < 0 or args["wait_delay_s"] < 1:
-            raise AnsibleActionFail(
-                f"wait_timeout_s is {args['wait_timeout_s']} and wait_delay_s is {args['wait_delay_s']}: "
-                "use a timeout >= 0 and a delay >= 1 second"
-            )
+        args, desired = self._checked_task(ARGUMENT_SPEC, TeamDesired)
 
         state = self._gather(task_vars)
         team_plan = plan(desired, state)
@@ -134,12 +109,4 @@ class ActionModule(ActionBase):
         """After a change, re-gather until the verdict is ok or wait_timeout_s has passed; unchanged: judge once."""
         if not changed:
             return verdict(desired, state), 0.0
-        started = _monotonic()
-        current = self._gather(task_vars)
-        while True:
-            outcome = verdict(desired, current)
-            elapsed = _monotonic() - started
-            if outcome.ok or elapsed + args["wait_delay_s"] > args["wait_timeout_s"]:
-                return outcome, elapsed
-            _sleep(args["wait_delay_s"])
-            current = self._gather(task_vars)
+        return poll_verdict(lambda: verdict(desired, self._gather(task_vars)), args, _sleep, _monotonic)

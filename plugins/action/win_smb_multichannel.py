@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import time
 
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.hpc.balance.plugins.module_utils._winsmb import (
     SmbDesired,
     channel_verdict,
     parse_smb_state,
     plan,
 )
+from ansible_collections.hpc.balance.plugins.plugin_utils._win_action import WinPlanAction, poll_verdict
 
 GATHER_MODULE = "hpc.balance.win_smb_multichannel_gather"
 APPLY_MODULE = "hpc.balance.win_smb_multichannel_apply"
@@ -56,39 +54,15 @@ def _switches(state):
     }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = True
-    _supports_check_mode = True
-    _supports_async = False
-
-    def _run_module(self, name, args, task_vars):
-        result = self._execute_module(module_name=name, module_args=args, task_vars=task_vars)
-        if result.get("failed"):
-            raise AnsibleActionFail("{} failed: {}".format(name, result.get("msg", "no message")), result=result)
-        return result
-
+class ActionModule(WinPlanAction):
     def _gather(self, share, task_vars):
         args = {"share": share} if share else {}
-        raw = self._run_module(GATHER_MODULE, args, task_vars)
-        try:
-            return parse_smb_state(raw)
-        except (KeyError, TypeError, ValueError) as error:
-            raise AnsibleActionFail(f"{GATHER_MODULE} returned a record this plugin cannot read: {error}") from error
+        return self._gather_with(GATHER_MODULE, parse_smb_state, args, task_vars)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
-        try:
-            desired = SmbDesired.from_args(args)
-        except ValueError as error:
-            raise AnsibleActionFail(str(error)) from error
-        if args["wait_timeout_s"] < 0 or args["wait_delay_s"] < 1:
-            raise AnsibleActionFail(
-                f"wait_timeout_s is {args['wait_timeout_s']} and wait_delay_s is {args['wait_delay_s']}: "
-                "use a timeout >= 0 and a delay >= 1 second"
-            )
+        args, desired = self._checked_task(ARGUMENT_SPEC, SmbDesired)
 
         # The share is opened only once the configuration is right: preflight gathers without it.
         state = self._gather(None, task_vars)
@@ -145,10 +119,8 @@ class ActionModule(ActionBase):
         """Open verify_share and re-check until it uses min_channels or wait_timeout_s has passed."""
         if not desired.verify_share:
             return channel_verdict(desired, None), 0.0
-        started = _monotonic()
-        while True:
-            outcome = channel_verdict(desired, self._gather(desired.verify_share, task_vars))
-            elapsed = _monotonic() - started
-            if outcome.ok or elapsed + args["wait_delay_s"] > args["wait_timeout_s"]:
-                return outcome, elapsed
-            _sleep(args["wait_delay_s"])
+
+        def check():
+            return channel_verdict(desired, self._gather(desired.verify_share, task_vars))
+
+        return poll_verdict(check, args, _sleep, _monotonic)

@@ -16,37 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-REFUSE = "refuse"
-WARN = "warn"
-INFO = "info"
-
-
-def _as_list(value):
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
-
-
-def _names(items):
-    return ", ".join(f"'{item}'" for item in items) if items else "none"
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import REFUSE, WARN, Finding, gated_plan
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import as_list as _as_list
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import quoted_names as _names
 
 
 def _same_server(left, right):
     """'fs01', 'FS01' and 'fs01.hpc.example' name one server; SMB reports whichever name the client used."""
     a, b = (left or "").lower(), (right or "").lower()
     return a == b or a.split(".")[0] == b.split(".")[0]
-
-
-@dataclass(frozen=True)
-class Finding:
-    severity: str  # refuse | warn | info
-    code: str
-    message: str
-
-    def as_dict(self):
-        return {"severity": self.severity, "code": self.code, "message": self.message}
 
 
 # ---------------------------------------------------------------------------------------------------- state
@@ -223,10 +201,6 @@ def preflight(desired, state):
     return findings
 
 
-def refusals(findings):
-    return [finding for finding in findings if finding.severity == REFUSE]
-
-
 # ---------------------------------------------------------------------------------------------------- changes
 def plan_changes(desired, state):
     """Smallest ordered change list: switches first, then constraint additions before removals."""
@@ -247,22 +221,8 @@ def plan_changes(desired, state):
     return changes + removals
 
 
-@dataclass(frozen=True)
-class Plan:
-    findings: list
-    changes: list
-
-    @property
-    def refused(self):
-        return bool(refusals(self.findings))
-
-    def refusal_message(self):
-        return "; ".join(finding.message for finding in refusals(self.findings))
-
-
 def plan(desired, state):
-    findings = preflight(desired, state)
-    return Plan(findings=findings, changes=[] if refusals(findings) else plan_changes(desired, state))
+    return gated_plan(preflight(desired, state), lambda: plan_changes(desired, state))
 
 
 # ---------------------------------------------------------------------------------------------------- verdict

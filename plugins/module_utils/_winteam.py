@@ -23,6 +23,10 @@ import fnmatch
 import ntpath
 from dataclasses import dataclass, field
 
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import INFO, REFUSE, WARN, Finding, gated_plan
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import as_list as _as_list
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import quoted_names as _names
+
 # ---------------------------------------------------------------------------------------------------- value maps
 TEAMING_MODES = {0: "Static", 1: "SwitchIndependent", 2: "Lacp"}
 LOAD_BALANCING_ALGORITHMS = {0: "TransportPorts", 2: "IPAddresses", 3: "MacAddresses", 4: "HyperVPort", 5: "Dynamic"}
@@ -93,15 +97,6 @@ def vendor_driver_file_patterns():
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-def _as_list(value):
-    """ConvertTo-Json writes a one-element array as the element itself and an empty one as null."""
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
-
-
 def enum_name(value, table, what):
     """Name of a CIM enum value given as its number or its name; raises ValueError naming the field otherwise."""
     if value is None:
@@ -151,10 +146,6 @@ def _model(description):
     if sep and tail.isdigit():
         return head
     return text
-
-
-def _names(items):
-    return ", ".join(f"'{item}'" for item in items) if items else "none"
 
 
 # ---------------------------------------------------------------------------------------------------- gathered state
@@ -483,21 +474,6 @@ class TeamDesired:
 
 
 # ---------------------------------------------------------------------------------------------------- findings
-REFUSE = "refuse"
-WARN = "warn"
-INFO = "info"
-
-
-@dataclass(frozen=True)
-class Finding:
-    severity: str  # refuse | warn | info
-    code: str  # stable identifier, e.g. "mixed_link_speeds"
-    message: str
-
-    def as_dict(self):
-        return {"severity": self.severity, "code": self.code, "message": self.message}
-
-
 def _vendor_teaming_evidence(state):
     """[(tool name, evidence)] for every vendor teaming manager found on the host."""
     found = []
@@ -799,10 +775,6 @@ def preflight(desired, state):
     return findings
 
 
-def refusals(findings):
-    return [finding for finding in findings if finding.severity == REFUSE]
-
-
 # ---------------------------------------------------------------------------------------------------- changes
 def _lbfo_changes(desired, state):
     team = state.teams.get(desired.name)
@@ -1015,24 +987,9 @@ def verdict(desired, state):
 
 
 # ---------------------------------------------------------------------------------------------------- plan
-@dataclass(frozen=True)
-class Plan:
-    findings: list
-    changes: list
-
-    @property
-    def refused(self):
-        return bool(refusals(self.findings))
-
-    def refusal_message(self):
-        return "; ".join(finding.message for finding in refusals(self.findings))
-
-
 def plan(desired, state):
     """Preflight findings and, when nothing is refused, the change list (empty when refused: nothing may change)."""
-    findings = preflight(desired, state)
-    changes = [] if refusals(findings) else plan_changes(desired, state)
-    return Plan(findings=findings, changes=changes)
+    return gated_plan(preflight(desired, state), lambda: plan_changes(desired, state))
 
 
 def summary(desired, state):

@@ -20,18 +20,12 @@ description:
     between runs.
 author:
   - hpc.balance maintainers (@hpc-balance)
+extends_documentation_fragment:
+  - hpc.balance.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode nothing is written; C(changed) tells whether the files would change.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 options:
   dest:
     description:

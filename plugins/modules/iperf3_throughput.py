@@ -22,18 +22,12 @@ description:
   - Changes nothing on the hosts; the one-off server leaves nothing behind.
 author:
   - hpc.balance maintainers (@hpc-balance)
+extends_documentation_fragment:
+  - hpc.balance.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: A measurement is read-only, so check mode runs it the same way (traffic is still sent).
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 options:
   mode:
     description:

@@ -20,18 +20,12 @@ description:
   - Read-only; it never changes the IPVS table.
 author:
   - hpc.balance maintainers (@hpc-balance)
+extends_documentation_fragment:
+  - hpc.balance.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 options:
   source:
     description:

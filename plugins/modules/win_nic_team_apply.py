@@ -69,12 +69,12 @@ options:
       switch:
         description: SET switch name.
         type: str
+extends_documentation_fragment:
+  - hpc.balance.windows.apply
 attributes:
   check_mode:
     support: full
-    description: Lists the commands it would run and runs none.
   diff_mode:
-    support: none
     description: M(hpc.balance.win_nic_team) returns the diff.
   platform:
     platforms: windows

@@ -22,13 +22,12 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - hpc.balance.windows.gather
 attributes:
   check_mode:
     support: full
     description: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff.
   platform:
     platforms: windows
     support: full

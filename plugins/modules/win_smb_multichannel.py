@@ -71,20 +71,15 @@ options:
     description: Seconds between two checks while waiting.
     type: int
     default: 5
+extends_documentation_fragment:
+  - hpc.balance.windows.planner
 attributes:
-  check_mode:
-    support: full
-    description: Gathers and plans, then runs the apply module in check mode, which lists the commands it would run.
   diff_mode:
-    support: full
     description: Returns the server and client switches and the constraints before and after.
   platform:
     platforms: windows
     support: full
     description: Windows Server 2012 and later over WinRM.
-notes:
-  - Windows cannot run where this collection is tested; the decision logic is unit-tested on JSON in the documented
-    shape of the cmdlets' output, and the PowerShell modules are parse-checked only.
 seealso:
   - module: hpc.balance.win_nic_team
 """

@@ -38,12 +38,12 @@ options:
         description: Interface aliases of a constraint.
         type: list
         elements: str
+extends_documentation_fragment:
+  - hpc.balance.windows.apply
 attributes:
   check_mode:
     support: full
-    description: Lists the commands it would run and runs none.
   diff_mode:
-    support: none
     description: M(hpc.balance.win_smb_multichannel) returns the diff.
   platform:
     platforms: windows

@@ -19,13 +19,12 @@ options:
   share:
     description: UNC path of a share to open before listing the connections.
     type: str
+extends_documentation_fragment:
+  - hpc.balance.windows.gather
 attributes:
   check_mode:
     support: full
     description: Read-only (opening a share only sets up an SMB session); runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff.
   platform:
     platforms: windows
     support: full

@@ -109,7 +109,16 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 
 def ssh_config_text(state_dir: Path, switch_netns: str) -> str:
     """An ssh client config reaching every host by name through the switch namespace."""
-    blocks = [f"Host {host.name}\n  HostName {host.address}\n" for host in HOSTS]
+    return ssh_client_config_text(HOSTS, state_dir, switch_netns)
+
+
+def ssh_client_config_text(hosts, state_dir: Path, switch_netns: str, extra_options: tuple[str, ...] = ()) -> str:
+    """ssh client config: one `Host` block per host (anything with .name and .address), then the options they share.
+
+    Every lab machine is reached the same way: as root with the lab key, through `nc` in the switch namespace, one
+    control connection per address. extra_options are appended to the shared block, one option a line.
+    """
+    blocks = [f"Host {host.name}\n  HostName {host.address}\n" for host in hosts]
     common = f"""Host *
   User root
   Port {SSH_PORT}
@@ -123,7 +132,7 @@ def ssh_config_text(state_dir: Path, switch_netns: str) -> str:
   ControlPersist 60s
   ControlPath {control_path(state_dir)}
 """
-    return "".join(blocks) + common
+    return "".join(blocks) + common + "".join(f"  {option}\n" for option in extra_options)
 
 
 def _unlocked_shadow_text() -> str | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab_files import control_path, lab_key_path
+from lab_files import lab_key_path, ssh_client_config_text
 from lab_inventory import lab_vars, ssh_common_args
-from lab_topology import GROUPS, HOST_INTERFACE, HOSTS, SSH_PORT, host_netns, switch_netns
+from lab_topology import GROUPS, HOST_INTERFACE, HOSTS, host_netns, switch_netns
 from uml_topology import GUEST_INTERFACE, GUESTS
 
 INVENTORY_FILE = "inventory-uml.yml"
@@ -23,6 +23,8 @@ NETNS_GROUPS_KEPT = ("lvs_clients",)
 # master then waits forever on the dead connection, and so does every command multiplexed on it (a reboot's
 # "is it back yet" check included). With these, ssh gives up on a silent guest after 15 s.
 GUEST_SSH_KEEPALIVE = "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
+# The same in ssh_config form, beside a connect timeout for a guest that is not up yet.
+GUEST_SSH_OPTIONS = ("ConnectTimeout 5", "ServerAliveInterval 5", "ServerAliveCountMax 3")
 
 
 def _scalar(value: object) -> str:
@@ -91,21 +93,4 @@ def render(prefix: str, state_dir: Path) -> str:
 
 def ssh_config_text(prefix: str, state_dir: Path) -> str:
     """An ssh client config reaching every guest by name (`ssh -F <state-dir>/ssh_config-uml urs1`)."""
-    blocks = [f"Host {guest.name}\n  HostName {guest.address}\n" for guest in GUESTS]
-    common = f"""Host *
-  User root
-  Port {SSH_PORT}
-  IdentityFile {lab_key_path(state_dir)}
-  IdentitiesOnly yes
-  ProxyCommand ip netns exec {switch_netns(prefix)} nc %h %p
-  StrictHostKeyChecking no
-  UserKnownHostsFile /dev/null
-  LogLevel ERROR
-  ControlMaster auto
-  ControlPersist 60s
-  ControlPath {control_path(state_dir)}
-  ConnectTimeout 5
-  ServerAliveInterval 5
-  ServerAliveCountMax 3
-"""
-    return "".join(blocks) + common
+    return ssh_client_config_text(GUESTS, state_dir, switch_netns(prefix), GUEST_SSH_OPTIONS)

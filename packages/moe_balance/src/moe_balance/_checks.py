@@ -105,6 +105,26 @@ def check_bias(bias: torch.Tensor | None, num_experts: int) -> None:
         raise ValueError("bias contains NaN or inf: reset the expert bias (BiasBalancer.reset()) and lower its rate")
 
 
+def check_routing(
+    logits: torch.Tensor,
+    top_k: int,
+    score: str,
+    bias: torch.Tensor | None,
+    num_groups: int | None,
+    group_topk: int | None,
+    *,
+    check_finite: bool | None = None,
+) -> int:
+    """Every check a routing entry point makes on its arguments, in order; returns the number of experts."""
+    check_logits(logits, check_finite=check_finite)
+    num_experts = logits.shape[1]
+    check_top_k(top_k, num_experts)
+    check_score(score)
+    check_groups(num_experts, top_k, num_groups, group_topk)
+    check_bias(bias, num_experts)
+    return num_experts
+
+
 def compute_dtype(logits: torch.Tensor) -> torch.dtype:
     """Router math runs in float32 at least (half-precision softmax loses the tail); float64 stays float64."""
     return torch.float64 if logits.dtype == torch.float64 else torch.float32

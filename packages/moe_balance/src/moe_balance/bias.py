@@ -13,14 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-
-def _default_group(group):
-    """``None`` means the default process group when torch.distributed is initialised, else no all-reduce."""
-    if group is not None:
-        return group
-    if dist.is_available() and dist.is_initialized():
-        return dist.group.WORLD
-    return None
+from moe_balance._dist import default_group
 
 
 class BiasBalancer(nn.Module):
@@ -84,7 +77,7 @@ class BiasBalancer(nn.Module):
         if not self.training:
             return None
         counts = self.pending_counts.clone()
-        group = _default_group(self.group)
+        group = default_group(self.group)
         if group is not None:
             dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=group)
         self.pending_counts.zero_()
@@ -105,7 +98,7 @@ class BiasBalancer(nn.Module):
     @torch.no_grad()
     def sync_bias(self, src: int = 0) -> None:
         """Broadcast the bias from group rank ``src`` (e.g. after loading a checkpoint on one rank only)."""
-        group = _default_group(self.group)
+        group = default_group(self.group)
         if group is not None:
             dist.broadcast(self.bias, src=dist.get_global_rank(group, src), group=group)
 

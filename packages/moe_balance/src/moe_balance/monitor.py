@@ -21,15 +21,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from moe_balance._dist import default_group
 from moe_balance.metrics import make_record, write_records
-
-
-def _default_group(group):
-    if group is not None:
-        return group
-    if dist.is_available() and dist.is_initialized():
-        return dist.group.WORLD
-    return None
 
 
 def _find_routing(output: Any) -> Any:
@@ -135,7 +128,7 @@ class TokensPerExpertMonitor:
         if self.counts is None:
             return []
         packed = torch.cat([self.counts.reshape(-1), self.num_tokens, self.dropped])  # one collective for all
-        group = _default_group(self.group)
+        group = default_group(self.group)
         rank, world_size = 0, 1
         if group is not None:
             dist.all_reduce(packed, op=dist.ReduceOp.SUM, group=group)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from moe_balance._checks import check_bias, check_groups, check_logits, check_score, check_top_k, compute_dtype
+from moe_balance._checks import check_routing, compute_dtype
 from moe_balance.kernels import MAX_KERNEL_EXPERTS, kernel_can_run
 from moe_balance.kernels.router_stats_torch import router_stats_torch
 
@@ -180,12 +180,7 @@ def router_stats(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported: use one of {', '.join(BACKENDS)}")
-    check_logits(logits, check_finite=check_finite)
-    num_experts = logits.shape[1]
-    check_top_k(top_k, num_experts)
-    check_score(score)
-    check_groups(num_experts, top_k, num_groups, group_topk)
-    check_bias(bias, num_experts)
+    num_experts = check_routing(logits, top_k, score, bias, num_groups, group_topk, check_finite=check_finite)
     can_run = kernel_can_run(logits)
     if backend == "triton" and not can_run:
         raise ValueError(

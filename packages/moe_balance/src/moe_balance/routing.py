@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from moe_balance._checks import check_bias, check_groups, check_logits, check_score, check_top_k, compute_dtype
+from moe_balance._checks import check_routing, check_score, compute_dtype
 
 
 @dataclass(frozen=True)
@@ -102,12 +102,7 @@ def route(
     DeepSeek-V3 group-limited routing. Gates carry gradients to ``logits``; the selection and counts do not.
     ``check_finite`` as in ``moe_balance._checks.check_logits`` (checked on CPU, skipped on accelerators by default).
     """
-    check_logits(logits, check_finite=check_finite)
-    num_experts = logits.shape[1]
-    check_top_k(top_k, num_experts)
-    check_score(score)
-    check_groups(num_experts, top_k, num_groups, group_topk)
-    check_bias(bias, num_experts)
+    num_experts = check_routing(logits, top_k, score, bias, num_groups, group_topk, check_finite=check_finite)
 
     scores = compute_scores(logits, score)  # (tokens, experts)
     with torch.no_grad():
