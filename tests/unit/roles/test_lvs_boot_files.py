@@ -24,7 +24,12 @@ DIRECTOR_RESOLVED = {
     "vrrp_instances": [
         {"interface": "eth0", "virtual_ipaddresses": ["198.18.0.100/32"]},
         {"interface": "vec0", "virtual_ipaddresses": ["198.18.0.101/24", "198.18.0.102/32"]},
-    ]
+    ],
+    "virtual_servers": [
+        {"address": "198.18.0.100", "port": 80, "protocol": "TCP"},
+        {"address": "198.18.0.101", "port": 53, "protocol": "UDP"},
+        {"address": "2001:db8::100", "port": 9000, "protocol": "SCTP"},
+    ],
 }
 
 
@@ -79,14 +84,37 @@ def test_drop_in_runs_the_cleanup_after_every_stop_and_ignores_its_failure(rende
     assert "ExecStopPost=-/etc/keepalived/hpc-balance-vip-cleanup\n" in text
 
 
-def test_cleanup_script_removes_every_vip_from_its_interface(render, tmp_path):
+def render_cleanup(render, tmp_path, vrrp_only):
     script = tmp_path / "cleanup"
-    script.write_text(render("lvs_director", "vip-cleanup.sh.j2", lvs_director_resolved=DIRECTOR_RESOLVED))
+    script.write_text(render("lvs_director", "vip-cleanup.sh.j2", lvs_director_resolved=DIRECTOR_RESOLVED,
+                             lvs_director_vrrp_only=vrrp_only))
+    return script
+
+
+def test_cleanup_script_removes_every_vip_from_its_interface(render, tmp_path):
+    script = render_cleanup(render, tmp_path, vrrp_only=False)
     text = script.read_text()
     assert "ip addr del 198.18.0.100/32 dev eth0 " in text
     assert "ip addr del 198.18.0.101/24 dev vec0 " in text
     assert text.index("pidof keepalived") < text.index("ip addr del")
     assert shell_problems(script) == ""
+
+
+def test_cleanup_script_removes_the_ipvs_services_a_crashed_keepalived_left(render, tmp_path):
+    # A restarted keepalived cannot add a service that still exists and keeps its stale weights and real servers.
+    script = render_cleanup(render, tmp_path, vrrp_only=False)
+    text = script.read_text()
+    assert "\nipvsadm -D -t '198.18.0.100:80' " in text
+    assert "\nipvsadm -D -u '198.18.0.101:53' " in text
+    assert "\nipvsadm -D --sctp-service '[2001:db8::100]:9000' " in text
+    assert text.index("pidof keepalived") < text.index("ipvsadm -D")
+    assert shell_problems(script) == ""
+
+
+def test_cleanup_script_leaves_ipvs_alone_in_vrrp_only_mode(render, tmp_path):
+    text = render_cleanup(render, tmp_path, vrrp_only=True).read_text()
+    assert "ip addr del 198.18.0.100/32 dev eth0 " in text
+    assert "ipvsadm" not in text
 
 
 def test_sysv_boot_script_applies_the_arp_settings_before_the_vips(render, tmp_path):
