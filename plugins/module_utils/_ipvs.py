@@ -78,6 +78,22 @@ def _new_service(protocol, address, port, fwmark, family, scheduler):
     }
 
 
+def _read_listing_columns(server, tokens):
+    """Forward, Weight, ActiveConn, InActConn: the same four columns after the address in /proc/net/ip_vs and in
+    `ipvsadm -Ln` (tokens: the split real-server line, starting with '->')."""
+    server["forward"] = tokens[2]
+    server["weight"] = int(tokens[3])
+    server["active_conns"] = int(tokens[4])
+    server["inactive_conns"] = int(tokens[5])
+
+
+def _attach_real_server(service, server):
+    """Add a real server to its service; a firewall-mark service takes its family from its first real server."""
+    service["real_servers"].append(server)
+    if service["family"] is None:
+        service["family"] = server["family"]
+
+
 def _new_real_server(address, port, family):
     return {
         "address": address,
@@ -190,13 +206,8 @@ def parse_proc_ip_vs(text, kernel_hz=250):
                     raise ValueError(line)
                 address, port, family = _proc_endpoint(tokens[1])
                 server = _new_real_server(address, port, family)
-                server["forward"] = tokens[2]
-                server["weight"] = int(tokens[3])
-                server["active_conns"] = int(tokens[4])
-                server["inactive_conns"] = int(tokens[5])
-                current["real_servers"].append(server)
-                if current["family"] is None:
-                    current["family"] = family
+                _read_listing_columns(server, tokens)
+                _attach_real_server(current, server)
                 continue
             if tokens[0] == "FWM":
                 if len(tokens) < 3:
@@ -430,13 +441,8 @@ def parse_ipvsadm(text):
                 else:
                     if len(tokens) != 6:
                         raise ValueError(line)
-                    server["forward"] = tokens[2]
-                    server["weight"] = int(tokens[3])
-                    server["active_conns"] = int(tokens[4])
-                    server["inactive_conns"] = int(tokens[5])
-                current["real_servers"].append(server)
-                if current["family"] is None:
-                    current["family"] = family
+                    _read_listing_columns(server, tokens)
+                _attach_real_server(current, server)
                 continue
             current, rest = _ipvsadm_service_head(tokens)
             if kind == "stats":
