@@ -22,28 +22,11 @@ LAB_STATE := $(ROOT)/.lab/$(PREFIX)
 SCENARIO ?=
 REPORT_DIR ?= $(ROOT)/report
 
-# Debian packages, pinned to the bookworm versions this project is tested with. One apt-get call installs them all.
-APT_PACKAGES := \
-	keepalived=1:2.2.7-1+b2 \
-	ipvsadm=1:1.31-1+b1 \
-	iperf3=3.12-1+deb12u2 \
-	openssh-server=1:9.2p1-2+deb12u10 \
-	openssh-client=1:9.2p1-2+deb12u10 \
-	iputils-arping=3:20221126-1+deb12u1 \
-	iputils-ping=3:20221126-1+deb12u1 \
-	iproute2=6.1.0-3 \
-	nftables=1.0.6-2+deb12u2 \
-	netcat-openbsd=1.219-1 \
-	tcpdump=4.99.3-1 \
-	shellcheck=0.9.0-1 \
-	rsync=3.5.0+ds1-0+deb12u1 \
-	chromium=156.0.8078.108-1~deb12u1 \
-	user-mode-linux=6.1um4+b13 \
-	mmdebstrap=1.3.5-7 \
-	gcc=4:12.2.0-3 \
-	e2fsprogs=1.47.0-2 \
-	python3-venv=3.11.2-1+b1
-APT_STAMP := $(WORK)/stamps/apt.$(shell echo '$(APT_PACKAGES)' | md5sum | cut -c1-12)
+# Debian packages by name (requirements/apt.txt; floors only where behaviour depends on a version) and the versions
+# last tested (requirements/apt-tested.txt): `make setup` installs the first and prints differences from the second.
+APT_REQUIREMENTS := $(ROOT)/requirements/apt.txt
+APT_TESTED := $(ROOT)/requirements/apt-tested.txt
+APT_STAMP := $(WORK)/stamps/apt.$(shell cat $(APT_REQUIREMENTS) | md5sum | cut -c1-12)
 VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(ROOT)/requirements/*.txt $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 GET_PIP := $(WORK)/home/.ansible/test/cache/get_pip_24_2.py
 
@@ -75,7 +58,7 @@ setup: apt venv
 apt: $(APT_STAMP)
 $(APT_STAMP):
 	@mkdir -p $(dir $@)
-	@bash $(ROOT)/tools/apt_ensure.sh $(APT_PACKAGES)
+	@bash $(ROOT)/tools/apt_ensure.sh $(APT_REQUIREMENTS) $(APT_TESTED)
 	@touch $@
 
 venv: $(VENV_STAMP) $(COLLECTION_LINK) $(GET_PIP)
