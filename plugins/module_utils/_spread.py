@@ -15,14 +15,14 @@ Conventions (also in docs/moe-stats-schema.md):
 - idle share = fraction of counted members with zero load.
 - hot members carry more than ``hot_factor`` x mean; hot share = fraction of the total they carry.
 
-``summarize`` is the fast path (one pass, exact integer arithmetic for integer counts); ``reference_summary`` is the
-slow, obvious version built on the ``statistics`` module that the tests compare it against.
+``summarize`` is the fast path (one pass, exact integer arithmetic for integer counts). Its slow, obvious twin built on
+the ``statistics`` module lives with the tests that use it as an oracle (tests/unit/plugins/module_utils/
+spread_reference.py).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 
 # Upper bounds (exclusive) of the CV grades; anything at or above the last bound is "severe".
 CV_GRADE_BOUNDS = ((0.1, "excellent"), (0.3, "good"), (0.5, "fair"))
@@ -70,40 +70,6 @@ def cv_grade(cv):
     return CV_GRADE_SEVERE
 
 
-def mean(values):
-    """Arithmetic mean, None for no values."""
-    values = list(values)
-    if not values:
-        return None
-    return math.fsum(values) / len(values)
-
-
-def max_over_mean(values):
-    """max / mean (1.0 = perfectly even); None when there are no values or the mean is 0."""
-    values = list(values)
-    average = mean(values)
-    if not average:
-        return None
-    return max(values) / average
-
-
-def min_over_max(values):
-    """min / max (1.0 = perfectly even, 0.0 = some member idle); None when there are no values or the max is 0."""
-    values = list(values)
-    if not values or not max(values):
-        return None
-    return min(values) / max(values)
-
-
-def coefficient_of_variation(values):
-    """Population standard deviation / mean; None when there are no values or the mean is 0."""
-    values = list(values)
-    average = mean(values)
-    if not average:
-        return None
-    return math.sqrt(math.fsum((value - average) ** 2 for value in values) / len(values)) / average
-
-
 def expected_shares(weights):
     """Each member's expected fraction of the total: weight / sum(weights). None for all when no weight is positive."""
     weights = list(weights)
@@ -131,33 +97,6 @@ def deviations(values, weights=None):
         else:
             result.append((value / total - expected) / expected)
     return result
-
-
-def idle_share(values):
-    """Fraction of members with zero load; None for no members."""
-    values = list(values)
-    if not values:
-        return None
-    return sum(1 for value in values if value == 0) / len(values)
-
-
-def hot_members(values, hot_factor=DEFAULT_HOT_FACTOR):
-    """Indexes of members carrying more than hot_factor x mean."""
-    values = list(values)
-    average = mean(values)
-    if not average:
-        return []
-    limit = hot_factor * average
-    return [index for index, value in enumerate(values) if value > limit]
-
-
-def hot_share(values, hot_factor=DEFAULT_HOT_FACTOR):
-    """Fraction of the total carried by the hot members (0.0 when none is hot); None when the total is 0."""
-    values = list(values)
-    total = math.fsum(values)
-    if total <= 0:
-        return None
-    return math.fsum(values[index] for index in hot_members(values, hot_factor)) / total
 
 
 def _empty_summary(member_count, deviation_list):
@@ -268,43 +207,3 @@ def summarize(values, weights=None, hot_factor=DEFAULT_HOT_FACTOR):
     }
 
 
-def reference_summary(values, weights=None, hot_factor=DEFAULT_HOT_FACTOR):
-    """Slow, obvious twin of ``summarize`` built from the small functions above and ``statistics``; tests only."""
-    values, weights = check_values(values, weights)
-    deviation_list = deviations(values, weights)
-    if weights is None:
-        counted = list(range(len(values)))
-        loads = list(values)
-    else:
-        counted = [index for index in range(len(values)) if weights[index] > 0]
-        if not counted:
-            return _empty_summary(len(values), deviation_list)
-        mean_weight = statistics.fmean([weights[index] for index in counted])
-        loads = [values[index] / weights[index] * mean_weight for index in counted]
-    if not counted:
-        return _empty_summary(len(values), deviation_list)
-    average = statistics.fmean(loads)
-    cv = statistics.pstdev(loads) / average if average else None
-    total = math.fsum(loads)
-    hot_positions = [position for position, load in enumerate(loads) if total and load > hot_factor * average]
-    known = [abs(deviation) for deviation in deviation_list if deviation is not None]
-    return {
-        "members": len(values),
-        "count": len(loads),
-        "total": sum(values[index] for index in counted),
-        "mean": average,
-        "min": min(loads),
-        "max": max(loads),
-        "max_over_mean": max_over_mean(loads),
-        "min_over_max": min_over_max(loads) if total else None,
-        "cv": cv,
-        "cv_grade": cv_grade(cv),
-        "idle_count": sum(1 for load in loads if load == 0),
-        "idle_share": idle_share(loads),
-        "hot_count": len(hot_positions),
-        "hot_share": hot_share(loads, hot_factor),
-        "hot_members": [counted[position] for position in hot_positions],
-        "idle_members": [counted[position] for position, load in enumerate(loads) if load == 0],
-        "deviations": deviation_list,
-        "max_abs_deviation": max(known) if known else None,
-    }

@@ -6,7 +6,8 @@ Run from the repository root with the collection on the import path:
     PYTHONPATH=<dir holding ansible_collections/hpc/balance> python tests/perf/bench_ipvs_spread.py [1000 5000 ...]
 
 The tables are written in the exact layouts of the kernel and ipvsadm (tests/unit/.../ipvs_tables.py): one service,
-weights 1/2/3, counters in the 10^15 range. Prints the best of several runs per step, in milliseconds.
+weights 1/2/3, counters in the 10^15 range. The regex references are in ipvs_reference.py beside it. Prints the best
+of several runs per step, in milliseconds.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "plugins" / "module_utils"))
 
 import ipvs_tables  # noqa: E402
+from ipvs_reference import reference_parse_ipvsadm, reference_parse_proc_ip_vs  # noqa: E402
 
 from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (  # noqa: E402
     merge_ipvsadm,
     parse_ipvsadm,
     parse_proc_ip_vs,
-    reference_parse_ipvsadm,
-    reference_parse_proc_ip_vs,
 )
 from ansible_collections.hpc.balance.plugins.modules.ipvs_spread import _report_service  # noqa: E402
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import ipvs_tables
 import pytest
+from ipvs_reference import reference_parse_ipvsadm, reference_parse_proc_ip_vs
 
 from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
     IpvsParseError,
@@ -15,8 +16,6 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
     parse_proc_ip_vs,
     parse_proc_ip_vs_stats,
     pinning_warning,
-    reference_parse_ipvsadm,
-    reference_parse_proc_ip_vs,
     service_key,
     totals,
 )

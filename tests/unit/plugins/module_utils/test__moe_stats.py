@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from moe_stats_reference import reference_aggregate
 
 from ansible_collections.hpc.balance.plugins.module_utils._moe_stats import (
     SCHEMA,
@@ -19,7 +20,6 @@ from ansible_collections.hpc.balance.plugins.module_utils._moe_stats import (
     parse_jsonl,
     parse_log,
     parse_records,
-    reference_aggregate,
     validate_record,
 )
 

@@ -5,11 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from ansible_collections.hpc.balance.plugins.module_utils._spread import (
+from spread_reference import (
     coefficient_of_variation,
-    cv_grade,
-    deviations,
     hot_members,
     hot_share,
     idle_share,
@@ -17,6 +14,11 @@ from ansible_collections.hpc.balance.plugins.module_utils._spread import (
     mean,
     min_over_max,
     reference_summary,
+)
+
+from ansible_collections.hpc.balance.plugins.module_utils._spread import (
+    cv_grade,
+    deviations,
     summarize,
 )
 
