@@ -27,7 +27,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"T{c[0]}-E{c[1]}-k{c[2]}-{c[3]}-{c[7]}".replace("torch.", ""))
 def test_kernel_matches_the_torch_reference(case):
-    from moe_balance.kernels.router_stats import router_stats_triton
+    from moe_balance.kernels.router_stats_triton import router_stats_triton
 
     tokens, experts, top_k, score, biased, num_groups, group_topk, dtype = case
     gen = torch.Generator().manual_seed(tokens * experts)
@@ -47,7 +47,7 @@ def test_kernel_matches_the_torch_reference(case):
 
 
 def test_kernel_reads_a_strided_view():
-    from moe_balance.kernels.router_stats import router_stats_triton
+    from moe_balance.kernels.router_stats_triton import router_stats_triton
 
     wide = torch.randn(40, 32, device=DEVICE)
     view = wide[:, :16]  # row stride 32
@@ -57,7 +57,7 @@ def test_kernel_reads_a_strided_view():
 
 
 def test_kernel_breaks_exact_ties_towards_the_lower_expert():
-    from moe_balance.kernels.router_stats import router_stats_triton
+    from moe_balance.kernels.router_stats_triton import router_stats_triton
 
     logits = torch.zeros(3, 8, device=DEVICE)
     idx = router_stats_triton(logits, 3)[0]

@@ -1,6 +1,6 @@
 """Token-to-expert routing: scores, (group-limited) top-k selection, bias-adjusted selection and gates.
 
-The readable torch path with autograd. ``moe_balance.router.router_stats`` computes the same routing together with
+The readable torch path with autograd. ``moe_balance.router_stats.router_stats`` computes the same routing together with
 the balancing statistics in one fused pass; ``moe_balance.reference`` holds the per-token loop both are tested against.
 
 Conventions (those of Megatron-LM and DeepSeek-V3):

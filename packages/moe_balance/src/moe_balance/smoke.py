@@ -25,7 +25,7 @@ from moe_balance.bias import BiasBalancer
 from moe_balance.kernels import interpreter_enabled, kernel_can_run, triton_available
 from moe_balance.losses import aux_loss, aux_scores, load_balancing_loss, z_loss
 from moe_balance.metrics import balance_stats, make_record
-from moe_balance.router import router_stats
+from moe_balance.router_stats import router_stats
 from moe_balance.routing import route
 
 # Known answers for logits[t][e] = ((7t + 3e) % 11) / 5 - 1, t < 8, e < 4, top-2 (float64).

@@ -112,7 +112,7 @@ class _RouterStatsFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, bias, top_k, score, num_groups, group_topk, scale, normalize, use_triton):
         if use_triton:
-            from moe_balance.kernels.router_stats import router_stats_triton
+            from moe_balance.kernels.router_stats_triton import router_stats_triton
 
             forward = router_stats_triton
         else:
