@@ -1,8 +1,8 @@
 # hpc.balance — every target installs what it needs (Debian 12, run as root) and is safe to run again.
+# `make help` lists the targets; the two that matter first:
 #
 #   make demo            build the local lab, run playbooks/site.yml on it, print the audit, tear the lab down (KEEP=1 keeps it)
-#   make test            everything CI runs: lint, sanity, units, package tests, molecule scenarios
-#   eval "$(make -s env)"   use ansible-playbook / ansible-doc / molecule from this checkout in your shell
+#   make test            everything CI runs: lint, sanity, units, package tests, execution environment, molecule scenarios
 #
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -17,7 +17,9 @@ WORK := $(ROOT)/.work
 COLLECTIONS := $(VENV)/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/hpc/balance
 PREFIX ?= hb
-LAB ?= netns
+# The lab flavour of demo and lab-up: uml = directors and real servers on real-kernel guests (IPVS), netns = the quick
+# network-namespace hosts only (VRRP, no IPVS).
+LAB ?= uml
 LAB_STATE := $(ROOT)/.lab/$(PREFIX)
 SCENARIO ?=
 REPORT_DIR ?= $(ROOT)/report
@@ -29,6 +31,15 @@ APT_TESTED := $(ROOT)/requirements/apt-tested.txt
 APT_STAMP := $(WORK)/stamps/apt.$(shell cat $(APT_REQUIREMENTS) | md5sum | cut -c1-12)
 VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(ROOT)/requirements/*.txt $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 GET_PIP := $(WORK)/home/.ansible/test/cache/get_pip_24_2.py
+
+# The test folders and scenarios `make test` runs. A missing one fails the build: a renamed folder must not turn CI
+# green with fewer tests.
+UNIT_TEST_DIRS := tests/unit tests/ps1 tests/playbooks tests/lab
+MOE_TEST_DIR := packages/moe_balance/tests
+PS1_PARSE_CHECK := tests/ps1/check_ps1_parse.py
+MOLECULE_SCENARIOS := default lab-uml lvs-netns lvs-uml gpu-moe
+require = @for p in $(1); do [ -e "$(ROOT)/$$p" ] || { echo "make: $$p is missing; it is listed in the Makefile and \
+	make test must not run without it (update the Makefile if it moved)" >&2; exit 1; }; done
 
 # Everything below runs with its own HOME so nothing leaks into the user's home directory.
 TOOL_ENV := \
@@ -47,28 +58,35 @@ TOOL_ENV := \
 	PIP_DISABLE_PIP_VERSION_CHECK=1 \
 	PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: help setup apt venv env lint sanity units moe-test molecule test demo lab-up lab-down lab-status lab-image bench clean
+.PHONY: help setup apt apt-record venv env lint sanity units moe-test ee molecule test gpu-check bench demo lab-up \
+	lab-down lab-status lab-image clean
 
-help:
-	@sed -n '2,7p' $(ROOT)/Makefile | sed 's/^# \{0,1\}//'
+help: ## list the targets
+	@echo "hpc.balance: make demo shows the product on the local lab, make test runs everything CI runs."
+	@grep -E '^[a-z][a-z-]*:.*## ' $(ROOT)/Makefile | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 
 ## ---------------------------------------------------------------- setup
-setup: apt venv
+setup: apt venv ## Debian packages by name, then the pinned virtualenv in .venv/
 
-apt: $(APT_STAMP)
+apt: $(APT_STAMP) ## Debian packages of requirements/apt.txt; notes where they differ from requirements/apt-tested.txt
+
+apt-record: apt ## write the installed Debian versions into requirements/apt-tested.txt (after a green make test)
+	@bash $(ROOT)/tools/apt_ensure.sh --record $(APT_REQUIREMENTS) $(APT_TESTED)
+	@git -C $(ROOT) diff --stat -- $(APT_TESTED)
+
 $(APT_STAMP):
 	@mkdir -p $(dir $@)
 	@bash $(ROOT)/tools/apt_ensure.sh $(APT_REQUIREMENTS) $(APT_TESTED)
 	@touch $@
 
-venv: $(VENV_STAMP) $(COLLECTION_LINK) $(GET_PIP)
+venv: $(VENV_STAMP) $(COLLECTION_LINK) $(GET_PIP) ## the pinned Python packages in .venv/
 $(VENV_STAMP): $(APT_STAMP)
 	@mkdir -p $(dir $@)
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	@echo "setup: installing pinned Python packages into .venv (requirements/dev.txt, requirements/moe.txt)" >&2
 	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/dev.txt >&2 2> >(grep -v "is ignored: it is neither" >&2)
-	@if [ -f $(ROOT)/requirements/moe.txt ]; then $(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/moe.txt >&2 2> >(grep -v "is ignored: it is neither" >&2); fi
-	@if [ -f $(ROOT)/packages/moe_balance/pyproject.toml ]; then $(TOOL_ENV) $(BIN)/pip install -q --no-deps --no-build-isolation -e $(ROOT)/packages/moe_balance >&2 2> >(grep -v "is ignored: it is neither" >&2); fi
+	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/moe.txt >&2 2> >(grep -v "is ignored: it is neither" >&2)
+	@$(TOOL_ENV) $(BIN)/pip install -q --no-deps --no-build-isolation -e $(ROOT)/packages/moe_balance >&2 2> >(grep -v "is ignored: it is neither" >&2)
 	@$(BIN)/pip check >/dev/null
 	@touch $@
 
@@ -82,22 +100,23 @@ $(GET_PIP): $(ROOT)/tests/sanity/get_pip_offline.py
 	@mkdir -p $(dir $@)
 	@cp $< $@
 
-env: venv
+env: venv ## print the exports that use this checkout's tools: eval "$(make -s env)"
 	@echo 'export PATH="$(BIN):$$PATH"'
 	@echo 'export ANSIBLE_COLLECTIONS_PATH="$(COLLECTIONS)"'
 	@echo 'export ANSIBLE_ROLES_PATH="$(ROOT)/roles"'
 	@echo 'export ANSIBLE_CALLBACK_RESULT_FORMAT=yaml'
 
 ## ---------------------------------------------------------------- checks
-lint: venv
+lint: venv ## ruff, ansible-lint (production profile), PowerShell parse check
+	$(call require,$(PS1_PARSE_CHECK))
 	@echo "== ruff"
 	@$(TOOL_ENV) ruff check $(ROOT)
 	@echo "== ansible-lint (production profile)"
 	@cd $(ROOT) && $(TOOL_ENV) ansible-lint --profile production --offline -q
 	@echo "== PowerShell parse check (tree-sitter-powershell)"
-	@if [ -f $(ROOT)/tests/ps1/check_ps1_parse.py ]; then $(TOOL_ENV) $(PY) $(ROOT)/tests/ps1/check_ps1_parse.py $(ROOT); fi
+	@$(TOOL_ENV) $(PY) $(ROOT)/$(PS1_PARSE_CHECK) $(ROOT)
 
-sanity: venv
+sanity: venv ## ansible-test sanity on a copy of the collection
 	@rm -rf $(WORK)/sanity && mkdir -p $(WORK)/sanity/ansible_collections/hpc/balance
 	@cd $(ROOT) && git ls-files -co --exclude-standard -z | grep -zv '^packages/' \
 		| rsync -a --from0 --files-from=- ./ $(WORK)/sanity/ansible_collections/hpc/balance/
@@ -105,49 +124,62 @@ sanity: venv
 	@cd $(WORK)/sanity/ansible_collections/hpc/balance && git init -q && git add -A
 	@cd $(WORK)/sanity/ansible_collections/hpc/balance && $(TOOL_ENV) ansible-test sanity --local --python 3.11 --color no
 
-units: venv
+units: venv ## unit tests of plugins, roles, PowerShell, playbooks and the lab
+	$(call require,$(UNIT_TEST_DIRS))
 	@# pytest-ansible keeps a collections/ tree of links that goes stale when a top-level folder is added.
 	@rm -rf $(ROOT)/collections
-	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) -m pytest -q -p no:cacheprovider \
-		$$(for d in tests/unit tests/ps1 tests/playbooks tests/lab/uml; do [ -d $$d ] && echo $$d; done)
+	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) -m pytest -q -p no:cacheprovider $(UNIT_TEST_DIRS)
 
-moe-test: venv
-	@if [ -d $(ROOT)/packages/moe_balance/tests ]; then \
-		cd $(ROOT)/packages/moe_balance && $(TOOL_ENV) TRITON_INTERPRET=1 $(PY) -m pytest -q -p no:cacheprovider tests; \
-	else echo "moe-test: no package tests yet"; fi
+moe-test: venv ## the moe_balance package's tests (Triton kernels through the interpreter)
+	$(call require,$(MOE_TEST_DIR))
+	@cd $(ROOT)/packages/moe_balance && $(TOOL_ENV) TRITON_INTERPRET=1 $(PY) -m pytest -q -p no:cacheprovider tests
 
-molecule: venv apt
-	@cd $(ROOT) && for s in $${SCENARIO:-$$(ls extensions/molecule | grep -v '^default$$' )}; do \
-		[ -f extensions/molecule/$$s/molecule.yml ] || continue; \
+# The execution environment's build context: the collection tarball (its name from galaxy.yml) and
+# `ansible-builder create`, which needs no container engine. Build the image with podman or docker (README.md).
+ee: venv ## collection tarball into dist/ and the execution environment's build context in .work/ee/context
+	@rm -rf $(ROOT)/dist $(WORK)/ee && mkdir -p $(ROOT)/dist
+	@cd $(ROOT) && $(TOOL_ENV) ansible-galaxy collection build --output-path dist >/dev/null
+	@cd $(ROOT) && $(TOOL_ENV) ansible-builder create -f execution-environment.yml --context $(WORK)/ee/context >/dev/null
+	@# The context must carry exactly the tarball galaxy.yml names.
+	@$(PY) -c 'import pathlib, sys, yaml; g = yaml.safe_load(open(sys.argv[1])); \
+		want = "%s-%s-%s.tar.gz" % (g["namespace"], g["name"], g["version"]); \
+		have = sorted(p.name for p in pathlib.Path(sys.argv[2]).glob("*.tar.gz")); \
+		sys.exit(0 if have == [want] else "ee: the build context holds %s, not %s" % (have, want))' \
+		$(ROOT)/galaxy.yml $(WORK)/ee/context/_build/collections
+	@echo "ee: build context in $(WORK)/ee/context with $$(ls $(ROOT)/dist)"
+
+molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one)
+	$(call require,$(addprefix extensions/molecule/,$(addsuffix /molecule.yml,$(MOLECULE_SCENARIOS))))
+	@cd $(ROOT) && for s in $${SCENARIO:-$(MOLECULE_SCENARIOS)}; do \
 		echo "== molecule test -s $$s"; \
 		$(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s || exit 1; \
 	done
 
-test: lint sanity units moe-test molecule
+test: lint sanity units moe-test ee molecule ## everything CI runs
 	@echo "make test: all checks passed"
 
-bench: venv
+bench: venv ## placement, router and ipvs_spread benchmarks (ratios against the named references)
 	@cd $(ROOT)/packages/moe_balance && for b in benchmarks/*.py; do echo "== $$b"; $(TOOL_ENV) $(PY) $$b; done
 	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) tests/perf/bench_ipvs_spread.py
 
 ## ---------------------------------------------------------------- lab and demo
-lab-up: setup
+lab-up: setup ## bring the local lab up (LAB=uml or netns); the last line printed is its inventory
 	@case "$(LAB)" in netns|uml) ;; *) echo "lab-up: LAB=$(LAB) is not a lab flavour (netns, uml)" >&2; exit 2;; esac
 	@python3 $(ROOT)/tests/lab/lab.py up --prefix $(PREFIX) --state-dir $(LAB_STATE) --flavour $(LAB)
 
-# Build (or find in its cache) the real-kernel guest image without booting anything.
-lab-image: apt
-	@python3 $(ROOT)/tests/lab/uml/uml_lab.py image
+lab-image: apt ## build (or find in its cache) the real-kernel guest image without booting anything
+	@python3 $(ROOT)/tests/lab/lab.py image
 
-lab-down:
+lab-down: ## remove the local lab (harmless when there is none)
 	@python3 $(ROOT)/tests/lab/lab.py down --prefix $(PREFIX) --state-dir $(LAB_STATE)
 
-lab-status:
+lab-status: ## hosts, processes, sshd and guard counters of the local lab
 	@python3 $(ROOT)/tests/lab/lab.py status --prefix $(PREFIX) --state-dir $(LAB_STATE)
 
-demo: setup
-	@$(TOOL_ENV) PREFIX=$(PREFIX) LAB_STATE=$(LAB_STATE) REPORT_DIR=$(REPORT_DIR) KEEP=$${KEEP:-0} \
+demo: setup ## lab up (LAB=uml by default), site.yml, print the audit, lab down (KEEP=1 keeps it)
+	@case "$(LAB)" in netns|uml) ;; *) echo "demo: LAB=$(LAB) is not a lab flavour (netns, uml)" >&2; exit 2;; esac
+	@$(TOOL_ENV) PREFIX=$(PREFIX) LAB=$(LAB) LAB_STATE=$(LAB_STATE) REPORT_DIR=$(REPORT_DIR) KEEP=$${KEEP:-0} \
 		bash $(ROOT)/tools/demo.sh
 
-clean: lab-down
-	rm -rf $(WORK) $(ROOT)/tests/output $(ROOT)/collections
+clean: lab-down ## remove the lab and every generated folder (the venv stays)
+	rm -rf $(WORK) $(ROOT)/tests/output $(ROOT)/collections $(ROOT)/dist
