@@ -36,7 +36,7 @@ def test_empty_batch(name):
 @pytest.mark.parametrize("name", WITH_TOP_K)
 @pytest.mark.parametrize("top_k", [5, 0])
 def test_top_k_out_of_range(name, top_k):
-    with pytest.raises(ValueError, match=f"top_k={top_k} is out of range for 4 experts"):
+    with pytest.raises(ValueError, match=f"top_k={top_k} is out of range"):
         ENTRY_POINTS[name](torch.randn(3, 4), top_k)
 
 
@@ -52,7 +52,7 @@ def test_experts_not_divisible_by_groups(name):
     [
         ({"num_groups": 2}, "needs both or neither"),
         ({"num_groups": 2, "group_topk": 3}, "group_topk=3 exceeds num_groups=2"),
-        ({"num_groups": 4, "group_topk": 3}, "top_k=2 is not divisible by group_topk=3"),
+        ({"num_groups": 4, "group_topk": 3}, "top_k=2 is smaller than group_topk=3"),
         ({"num_groups": 0, "group_topk": 1}, "num_groups must be a positive int"),
     ],
 )

@@ -8,6 +8,7 @@ import torch
 from moe_balance import router_stats
 from moe_balance.kernels import kernel_can_run
 from moe_balance.kernels.router_stats_torch import router_stats_torch
+from moe_balance.routing import RouterConfig
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 pytestmark = pytest.mark.skipif(
@@ -22,6 +23,8 @@ CASES = [
     (20, 64, 8, "softmax", True, 8, 4, torch.bfloat16),  # bf16 logits, biased softmax, groups
     (300, 8, 1, "softmax", False, None, None, torch.float16),  # several tiles, top-1
     (5, 3, 3, "sigmoid", False, None, None, torch.float32),  # k = E
+    (29, 32, 4, "sigmoid", True, 8, 3, torch.float32),  # Megatron's router test shape: 4 // 3 = 1 expert per group
+    (31, 32, 4, "softmax", False, 8, 3, torch.float32),  # groups ranked on the logits (Megatron's softmax default)
 ]
 
 
@@ -33,10 +36,12 @@ def test_kernel_matches_the_torch_reference(case):
     gen = torch.Generator().manual_seed(tokens * experts)
     logits = torch.randn(tokens, experts, generator=gen).to(dtype).to(DEVICE)
     bias = (torch.randn(experts, generator=gen) * 0.1).to(DEVICE) if biased else None
-    options = {"score": score, "bias": bias, "num_groups": num_groups, "group_topk": group_topk}
-    got = router_stats_triton(logits, top_k, **options)
-    want = router_stats_torch(logits, top_k, **options)
-    names = ("topk_idx", "topk_scores", "counts", "prob_sum", "lse")
+    group_score = "logits" if score == "softmax" and num_groups and not biased else "scores"
+    config = RouterConfig(top_k, score=score, num_groups=num_groups, group_topk=group_topk, group_score=group_score)
+    separate = biased or num_groups is not None
+    got = router_stats_triton(logits, config, bias, separate_aux_counts=separate)
+    want = router_stats_torch(logits, config, bias, separate_aux_counts=separate)
+    names = ("topk_idx", "topk_scores", "counts", "aux_counts", "prob_sum", "lse")
     tolerance = 1e-12 if dtype == torch.float64 else 2e-6
     for name, g, w in zip(names, got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape, name
@@ -51,8 +56,8 @@ def test_kernel_reads_a_strided_view():
 
     wide = torch.randn(40, 32, device=DEVICE)
     view = wide[:, :16]  # row stride 32
-    got = router_stats_triton(view, 4)
-    want = router_stats_torch(view.contiguous(), 4)
+    got = router_stats_triton(view, RouterConfig(4))
+    want = router_stats_torch(view.contiguous(), RouterConfig(4))
     assert torch.equal(got[0], want[0]) and torch.equal(got[2], want[2])
 
 
@@ -60,7 +65,7 @@ def test_kernel_breaks_exact_ties_towards_the_lower_expert():
     from moe_balance.kernels.router_stats_triton import router_stats_triton
 
     logits = torch.zeros(3, 8, device=DEVICE)
-    idx = router_stats_triton(logits, 3)[0]
+    idx = router_stats_triton(logits, RouterConfig(3))[0]
     assert idx.tolist() == [[0, 1, 2]] * 3
 
 

@@ -18,7 +18,7 @@ from moe_balance.losses import (
 from moe_balance.metrics import SCHEMA, balance_stats, balance_stats_by_layer, grade_cv, make_record
 from moe_balance.monitor import TokensPerExpertMonitor
 from moe_balance.router_stats import RouterStats, router_stats
-from moe_balance.routing import Routing, route
+from moe_balance.routing import RouterConfig, Routing, route
 from moe_balance.schedule import FineTuneDecay, LinearWarmup, ThreePhase
 
 __version__ = "0.1.0"
@@ -30,6 +30,7 @@ __all__ = [
     "FineTuneDecay",
     "GlobalBatchAuxLoss",
     "LinearWarmup",
+    "RouterConfig",
     "RouterStats",
     "Routing",
     "ThreePhase",

@@ -45,11 +45,13 @@ def check_logits(logits: torch.Tensor, *, name: str = "logits", check_finite: bo
             )
 
 
-def check_top_k(top_k: int, num_experts: int, *, name: str = "top_k") -> None:
-    """Require 1 <= top_k <= num_experts."""
+def check_top_k(top_k: int, num_experts: int | None, *, name: str = "top_k") -> None:
+    """Require 1 <= top_k (<= num_experts when the expert count is known)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int):
         raise ValueError(f"{name} must be an int; got {top_k!r}")
-    if top_k < 1 or top_k > num_experts:
+    if top_k < 1:
+        raise ValueError(f"{name}={top_k} is out of range: choose at least 1 expert per token")
+    if num_experts is not None and top_k > num_experts:
         raise ValueError(
             f"{name}={top_k} is out of range for {num_experts} experts: choose {name} between 1 and {num_experts}"
         )
@@ -60,11 +62,13 @@ def check_score(score: str) -> None:
         raise ValueError(f"score={score!r} is not supported: use one of {', '.join(SCORE_FUNCTIONS)}")
 
 
-def check_groups(num_experts: int, top_k: int, num_groups: int | None, group_topk: int | None) -> None:
-    """Validate the group-limited (node-limited) routing arguments of DeepSeek-V3.
+def check_groups(num_experts: int | None, top_k: int, num_groups: int | None, group_topk: int | None) -> None:
+    """Validate the group-limited (node-limited) routing arguments of DeepSeek-V3 / Megatron-LM.
 
     The experts are split into ``num_groups`` equal groups; a token may only choose experts from its best
-    ``group_topk`` groups, each group scored by the sum of its top ``top_k // group_topk`` scores.
+    ``group_topk`` groups, each group scored by the sum of its top ``top_k // group_topk`` scores (integer division,
+    as Megatron-LM's ``group_limited_topk``, so ``top_k`` need not be a multiple of ``group_topk``). The checks that
+    need the expert count run only when ``num_experts`` is given.
     """
     if num_groups is None and group_topk is None:
         return
@@ -75,23 +79,30 @@ def check_groups(num_experts: int, top_k: int, num_groups: int | None, group_top
     for arg, value in (("num_groups", num_groups), ("group_topk", group_topk)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{arg} must be a positive int; got {value!r}")
+    if group_topk > num_groups:
+        raise ValueError(f"group_topk={group_topk} exceeds num_groups={num_groups}: keep at most every group")
+    if top_k < group_topk:
+        raise ValueError(
+            f"top_k={top_k} is smaller than group_topk={group_topk}: each kept group is scored by its top "
+            "top_k // group_topk experts, which would be none; keep at most top_k groups"
+        )
+    if num_experts is None:
+        return
     if num_experts % num_groups != 0:
         raise ValueError(
             f"num_groups={num_groups} does not divide the {num_experts} experts: choose num_groups among the "
             f"divisors of {num_experts}"
-        )
-    if group_topk > num_groups:
-        raise ValueError(f"group_topk={group_topk} exceeds num_groups={num_groups}: keep at most every group")
-    if top_k % group_topk != 0:
-        raise ValueError(
-            f"top_k={top_k} is not divisible by group_topk={group_topk}: each kept group is scored by its top "
-            "top_k // group_topk experts, so choose group_topk among the divisors of top_k"
         )
     group_size = num_experts // num_groups
     if top_k // group_topk > group_size:
         raise ValueError(
             f"top_k // group_topk = {top_k // group_topk} exceeds the group size {group_size} "
             f"({num_experts} experts / num_groups={num_groups}): raise group_topk or lower num_groups"
+        )
+    if top_k > group_topk * group_size:
+        raise ValueError(
+            f"top_k={top_k} exceeds the {group_topk * group_size} experts of the {group_topk} kept groups of "
+            f"{group_size}: raise group_topk or lower top_k"
         )
 
 

@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from moe_balance.routing import RouterConfig
+
 
 def _rows(logits) -> list[list[float]]:
     return [[float(v) for v in row] for row in (logits.tolist() if isinstance(logits, torch.Tensor) else logits)]
@@ -39,41 +41,35 @@ def best_first(values: list[float], count: int, allowed: list[bool] | None = Non
 
 
 def route_reference(
-    logits,
-    top_k: int,
-    *,
-    score: str = "softmax",
-    bias=None,
-    num_groups: int | None = None,
-    group_topk: int | None = None,
-    scale: float = 1.0,
-    normalize: bool = True,
+    logits, top_k: int | RouterConfig, *, bias=None, **options
 ) -> tuple[list[list[int]], list[list[float]], list[int]]:
-    """Returns (topk_idx, gates, tokens_per_expert) as Python lists."""
+    """Returns (topk_idx, gates, tokens_per_expert) as Python lists; ``top_k``/``options`` as for ``route``."""
+    config = RouterConfig.of(top_k, **options)
     rows = _rows(logits)
     num_experts = len(rows[0])
     bias_values = [0.0] * num_experts if bias is None else [float(b) for b in bias]
     counts = [0] * num_experts
     all_idx, all_gates = [], []
     for row in rows:
-        scores = softmax_row(row) if score == "softmax" else sigmoid_row(row)
+        scores = softmax_row(row) if config.score == "softmax" else sigmoid_row(row)
         selection = [s + b for s, b in zip(scores, bias_values, strict=True)]
         allowed = [True] * num_experts
-        if num_groups is not None and group_topk is not None:
-            size = num_experts // num_groups
+        if config.group_limited:
+            size = num_experts // config.num_groups
+            ranked = row if config.group_score == "logits" else selection
             group_score = []
-            for g in range(num_groups):
-                members = selection[g * size : (g + 1) * size]
-                group_score.append(sum(sorted(members, reverse=True)[: top_k // group_topk]))
-            kept_groups = set(best_first(group_score, group_topk))
+            for g in range(config.num_groups):
+                members = ranked[g * size : (g + 1) * size]
+                group_score.append(sum(sorted(members, reverse=True)[: config.top_k // config.group_topk]))
+            kept_groups = set(best_first(group_score, config.group_topk))
             allowed = [e // size in kept_groups for e in range(num_experts)]
-        chosen = best_first(selection, top_k, allowed)
+        chosen = best_first(selection, config.top_k, allowed)
         gates = [scores[e] for e in chosen]
-        if normalize:
+        if config.normalizes_gates:
             total = sum(gates)
             gates = [g / total for g in gates]
         all_idx.append(chosen)
-        all_gates.append([g * scale for g in gates])
+        all_gates.append([g * config.scale for g in gates])
         for e in chosen:
             counts[e] += 1
     return all_idx, all_gates, counts

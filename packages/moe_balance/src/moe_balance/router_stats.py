@@ -12,19 +12,27 @@ c = E / (k * T**2), n_e the counts and G the gradient arriving at the gates:
   sum w, then through the softmax (whose cross term vanishes for normalised gates) or the sigmoid derivative.
 
 The selection, counts and bias carry no gradient (as in every reference).
+
+The aux loss counts a plain top-k of the unbiased scores, without the expert bias and without the group limit, like
+``moe_balance.aux_loss``, Megatron-LM since its 2025 aux-loss fix (``compute_routing_scores_for_aux_loss`` in
+megatron/core/transformer/moe/moe_utils.py) and the DeepSeek-V3 paper. ``aux_counts="routed"`` counts the biased,
+group-limited routing instead (this package's behaviour before 0.2, and Megatron's before that fix).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
-from moe_balance._checks import check_routing, compute_dtype
+from moe_balance._checks import compute_dtype
 from moe_balance.kernels import MAX_KERNEL_EXPERTS, kernel_can_run
 from moe_balance.kernels.router_stats_torch import router_stats_torch
+from moe_balance.routing import RouterConfig, check_config_for_logits
 
 BACKENDS = ("auto", "triton", "torch")
+AUX_COUNTS = ("top_k", "routed")
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,8 @@ class RouterStats:
 
     topk_idx: torch.Tensor  # (tokens, top_k) int64, best selection score first
     gates: torch.Tensor  # (tokens, top_k) combine weights, grad to logits
-    tokens_per_expert: torch.Tensor  # (experts,) int64, sums to tokens * top_k
+    tokens_per_expert: torch.Tensor  # (experts,) int64 of this routing, sums to tokens * top_k
+    aux_tokens_per_expert: torch.Tensor  # (experts,) int64 the aux loss counted (see the module docstring)
     aux_loss: torch.Tensor  # () megatron convention (1.0 balanced), grad to logits
     z_loss: torch.Tensor  # () mean logsumexp**2, grad to logits
     prob_mean: torch.Tensor  # (experts,) P: mean probability row (sums to 1), no grad
@@ -110,77 +119,79 @@ def _backward_logits(
 
 class _RouterStatsFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, bias, top_k, score, num_groups, group_topk, scale, normalize, use_triton):
+    def forward(ctx, logits, bias, config, separate_aux_counts, use_triton):
         if use_triton:
             from moe_balance.kernels.router_stats_triton import router_stats_triton
 
             forward = router_stats_triton
         else:
             forward = router_stats_torch
-        topk_idx, topk_scores, counts, prob_sum, lse = forward(
-            logits, top_k, score=score, bias=bias, num_groups=num_groups, group_topk=group_topk
+        topk_idx, topk_scores, counts, aux_counts, prob_sum, lse = forward(
+            logits, config, bias, separate_aux_counts=separate_aux_counts
         )
         num_tokens, num_experts = logits.shape
-        if normalize:
+        top_k = config.top_k
+        if config.normalizes_gates:
             gates = topk_scores / topk_scores.sum(dim=1, keepdim=True).clamp_min(torch.finfo(topk_scores.dtype).tiny)
         else:
             gates = topk_scores
-        if scale != 1.0:
-            gates = gates * scale
-        aux = torch.dot(counts.to(prob_sum.dtype), prob_sum) * (num_experts / (top_k * num_tokens * num_tokens))
+        if config.scale != 1.0:
+            gates = gates * config.scale
+        aux = torch.dot(aux_counts.to(prob_sum.dtype), prob_sum) * (num_experts / (top_k * num_tokens * num_tokens))
         z = lse.square().sum() / num_tokens
-        ctx.save_for_backward(logits, lse, topk_idx, topk_scores, counts)
-        ctx.options = (score, normalize, scale)
+        ctx.save_for_backward(logits, lse, topk_idx, topk_scores, aux_counts)
+        ctx.config = config
         prob_mean = prob_sum / num_tokens
-        ctx.mark_non_differentiable(topk_idx, counts, prob_mean)
+        ctx.mark_non_differentiable(topk_idx, counts, aux_counts, prob_mean)
         ctx.set_materialize_grads(False)  # unused outputs arrive as None and cost nothing in backward
-        return topk_idx, gates, counts, aux, z, prob_mean
+        return topk_idx, gates, counts, aux_counts, aux, z, prob_mean
 
     @staticmethod
-    def backward(ctx, _grad_idx, grad_gates, _grad_counts, grad_aux, grad_z, _grad_prob):
-        logits, lse, topk_idx, topk_scores, counts = ctx.saved_tensors
-        score, normalize, scale = ctx.options
+    def backward(ctx, _grad_idx, grad_gates, _grad_counts, _grad_aux_counts, grad_aux, grad_z, _grad_prob):
+        logits, lse, topk_idx, topk_scores, aux_counts = ctx.saved_tensors
+        config = ctx.config
         if grad_gates is None and grad_aux is None and grad_z is None:
-            return (None,) * 9
+            return (None,) * 5
         grad = _backward_logits(
             logits.to(compute_dtype(logits)),
             lse,
             topk_idx,
             topk_scores,
-            counts,
-            score=score,
-            normalize=normalize,
-            scale=scale,
+            aux_counts,
+            score=config.score,
+            normalize=config.normalizes_gates,
+            scale=float(config.scale),
             grad_gates=grad_gates,
             grad_aux=grad_aux,
             grad_z=grad_z,
         )
-        return grad.to(logits.dtype), None, None, None, None, None, None, None, None
+        return grad.to(logits.dtype), None, None, None, None
 
 
 def router_stats(
     logits: torch.Tensor,
-    top_k: int,
+    top_k: int | RouterConfig,
     *,
-    score: str = "softmax",
     bias: torch.Tensor | None = None,
-    num_groups: int | None = None,
-    group_topk: int | None = None,
-    scale: float = 1.0,
-    normalize: bool = True,
     backend: str = "auto",
+    aux_counts: Literal["top_k", "routed"] = "top_k",
     check_finite: bool | None = None,
+    **options,
 ) -> RouterStats:
     """Route (tokens, experts) logits and compute counts, aux loss (megatron convention) and z-loss in one pass.
 
+    ``top_k`` and ``options`` as for ``moe_balance.route`` (a ``RouterConfig``, or its fields as keywords).
     ``backend="auto"`` runs the Triton kernel where it can (CUDA tensors; CPU under ``TRITON_INTERPRET=1``) and the
-    torch pass elsewhere; ``"triton"`` insists on the kernel, ``"torch"`` on the torch pass. The arguments mean what
-    they mean for ``moe_balance.route``. ``aux_loss`` counts the assignments of this routing (after the bias and the
-    group limit, as Megatron does); multiply it by ``top_k`` for the HF convention.
+    torch pass elsewhere; ``"triton"`` insists on the kernel, ``"torch"`` on the torch pass. ``aux_loss`` counts a
+    plain top-k of the unbiased scores (``aux_counts="top_k"``, equal to ``moe_balance.aux_loss``), or this routing
+    after the bias and the group limit (``"routed"``); multiply it by ``top_k`` for the HF convention.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported: use one of {', '.join(BACKENDS)}")
-    num_experts = check_routing(logits, top_k, score, bias, num_groups, group_topk, check_finite=check_finite)
+    if aux_counts not in AUX_COUNTS:
+        raise ValueError(f"aux_counts={aux_counts!r} is not supported: use one of {', '.join(AUX_COUNTS)}")
+    config = RouterConfig.of(top_k, **options)
+    num_experts = check_config_for_logits(logits, config, bias, check_finite=check_finite)
     can_run = kernel_can_run(logits)
     if backend == "triton" and not can_run:
         raise ValueError(
@@ -195,13 +206,16 @@ def router_stats(
             )
         can_run = False
     use_triton = backend == "triton" or (backend == "auto" and can_run and logits.device.type != "cpu")
-    topk_idx, gates, counts, aux, z, prob_mean = _RouterStatsFunction.apply(
-        logits, bias, top_k, score, num_groups, group_topk, float(scale), normalize, use_triton
+    # The routed counts are the plain top-k counts unless a bias or a group limit changes the selection.
+    separate = aux_counts == "top_k" and (bias is not None or config.group_limited)
+    topk_idx, gates, counts, counted, aux, z, prob_mean = _RouterStatsFunction.apply(
+        logits, bias, config, separate, use_triton
     )
     return RouterStats(
         topk_idx=topk_idx,
         gates=gates,
         tokens_per_expert=counts,
+        aux_tokens_per_expert=counted,
         aux_loss=aux,
         z_loss=z,
         prob_mean=prob_mean,

@@ -3,8 +3,9 @@
 One program handles a tile of BLOCK_T tokens x all experts (padded to a power of two) and, reading the logits once:
 scores (softmax or sigmoid), the optional selection bias, the optional group limit (DeepSeek-V3), the top-k selection
 (largest first, lowest expert id on exact ties), the selected unbiased scores, and per-tile partial sums of the
-expert histogram and of the aux-loss probability rows, plus each row's logsumexp. Partial sums go to a
-(tiles, experts) buffer reduced afterwards in torch: no float atomics, so the result is deterministic.
+expert histogram and of the aux-loss probability rows, plus each row's logsumexp. With ``AUX_SEPARATE`` it
+also counts a plain top-k on the unbiased scores (no bias, no group limit): the counts the aux loss uses. Partial
+sums go to a (tiles, experts) buffer reduced afterwards in torch: no float atomics, so the result is deterministic.
 
 Sigmoid, exp and the reductions run in float32 (float64 for float64 input); logits may be bf16/fp16/fp32/fp64.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from moe_balance.routing import RouterConfig
 
 
 @triton.jit
@@ -25,6 +28,7 @@ def _router_stats_kernel(
     lse_ptr,  # out (tokens,) compute dtype
     partial_counts_ptr,  # out (tiles, BLOCK_E) int32
     partial_prob_ptr,  # out (tiles, BLOCK_E) compute dtype
+    partial_aux_counts_ptr,  # out (tiles, BLOCK_E) int32, or a dummy when AUX_SEPARATE is False
     num_tokens,
     num_experts,
     stride_row,
@@ -39,6 +43,8 @@ def _router_stats_kernel(
     GROUP_TOPK: tl.constexpr,
     PER_GROUP_K: tl.constexpr,
     GROUP_SIZE: tl.constexpr,
+    GROUP_ON_LOGITS: tl.constexpr,
+    AUX_SEPARATE: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
     tile = tl.program_id(0)
@@ -76,10 +82,11 @@ def _router_stats_kernel(
 
     if GROUP_LIMITED:
         group_of_col = cols // GROUP_SIZE  # (BLOCK_E,); padded columns land in groups >= NUM_GROUPS
+        group_input = x if GROUP_ON_LOGITS else selection  # Megatron's softmax default ranks groups on logits
         group_score = tl.zeros((BLOCK_T, BLOCK_E), dtype=COMPUTE_DTYPE)
         for g in tl.static_range(NUM_GROUPS):
             member = group_of_col == g
-            remaining = tl.where(member[None, :], selection, neg_inf)
+            remaining = tl.where(member[None, :], group_input, neg_inf)
             total = tl.zeros((BLOCK_T,), dtype=COMPUTE_DTYPE)
             for _ in tl.static_range(PER_GROUP_K):
                 best = tl.max(remaining, axis=1)
@@ -117,6 +124,19 @@ def _router_stats_kernel(
     chosen = tl.where(row_ok[:, None], chosen, 0)
     tl.store(partial_counts_ptr + tile * BLOCK_E + cols, tl.sum(chosen, axis=0))
 
+    if AUX_SEPARATE:  # plain top-k on the unbiased scores, for the aux loss's counts
+        plain = tl.where(col_ok[None, :], scores, neg_inf)
+        aux_chosen = tl.zeros((BLOCK_T, BLOCK_E), dtype=tl.int32)
+        for _ in tl.static_range(TOP_K):
+            best = tl.max(plain, axis=1)
+            pick = tl.min(tl.where(plain == best[:, None], cols[None, :], BLOCK_E), axis=1)
+            pick = tl.minimum(pick, num_experts - 1)
+            hit = cols[None, :] == pick[:, None]
+            aux_chosen += hit.to(tl.int32)
+            plain = tl.where(hit, neg_inf, plain)
+        aux_chosen = tl.where(row_ok[:, None], aux_chosen, 0)
+        tl.store(partial_aux_counts_ptr + tile * BLOCK_E + cols, tl.sum(aux_chosen, axis=0))
+
 
 def _tokens_per_tile(block_e: int) -> int:
     """About 2048 elements per tile (16 per thread at 4 warps): whole rows, few enough to stay in registers."""
@@ -125,15 +145,14 @@ def _tokens_per_tile(block_e: int) -> int:
 
 def router_stats_triton(
     logits: torch.Tensor,
-    top_k: int,
-    *,
-    score: str = "softmax",
+    config: RouterConfig,
     bias: torch.Tensor | None = None,
-    num_groups: int | None = None,
-    group_topk: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    *,
+    separate_aux_counts: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Same contract as ``router_stats_torch``; arguments are assumed validated by the caller."""
     num_tokens, num_experts = logits.shape
+    top_k = config.top_k
     if logits.stride(1) != 1:
         logits = logits.contiguous()
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
@@ -147,7 +166,8 @@ def router_stats_triton(
     lse = torch.empty((num_tokens,), dtype=dtype, device=device)
     partial_counts = torch.empty((tiles, block_e), dtype=torch.int32, device=device)
     partial_prob = torch.empty((tiles, block_e), dtype=dtype, device=device)
-    group_limited = num_groups is not None and group_topk is not None and group_topk < num_groups
+    partial_aux = torch.empty((tiles, block_e), dtype=torch.int32, device=device) if separate_aux_counts else None
+    group_limited = config.group_limited
     bias_arg = bias.to(device=device, dtype=dtype).contiguous() if bias is not None else lse  # dummy when unused
 
     _router_stats_kernel[(tiles,)](
@@ -158,6 +178,7 @@ def router_stats_triton(
         lse,
         partial_counts,
         partial_prob,
+        partial_aux if separate_aux_counts else partial_counts,  # dummy when unused
         num_tokens,
         num_experts,
         logits.stride(0),
@@ -165,16 +186,19 @@ def router_stats_triton(
         BLOCK_K=triton.next_power_of_2(top_k),
         BLOCK_T=block_t,
         BLOCK_E=block_e,
-        USE_SIGMOID=score == "sigmoid",
+        USE_SIGMOID=config.score == "sigmoid",
         HAS_BIAS=bias is not None,
         GROUP_LIMITED=group_limited,
-        NUM_GROUPS=num_groups if group_limited else 1,
-        GROUP_TOPK=group_topk if group_limited else 1,
-        PER_GROUP_K=top_k // group_topk if group_limited else 1,
-        GROUP_SIZE=num_experts // num_groups if group_limited else num_experts,
+        NUM_GROUPS=config.num_groups if group_limited else 1,
+        GROUP_TOPK=config.group_topk if group_limited else 1,
+        PER_GROUP_K=top_k // config.group_topk if group_limited else 1,
+        GROUP_SIZE=num_experts // config.num_groups if group_limited else num_experts,
+        GROUP_ON_LOGITS=config.group_score == "logits",
+        AUX_SEPARATE=separate_aux_counts,
         COMPUTE_DTYPE=tl.float64 if dtype == torch.float64 else tl.float32,
         num_warps=4 if block_t * block_e <= 2048 else 8,
     )
     counts = partial_counts.sum(dim=0, dtype=torch.int64)[:num_experts]
+    aux_counts = partial_aux.sum(dim=0, dtype=torch.int64)[:num_experts] if separate_aux_counts else counts
     prob_sum = partial_prob.sum(dim=0)[:num_experts]
-    return topk_idx, topk_scores, counts, prob_sum, lse
+    return topk_idx, topk_scores, counts, aux_counts, prob_sum, lse
