@@ -88,3 +88,44 @@ def test_bias_balances_a_skewed_router(score):
         balancer.update(routing.tokens_per_expert)
     assert before > 2.0
     assert balance_stats(window)["max_over_mean"] < 1.2
+
+
+def megatron_updated_expert_bias(tokens_per_expert, expert_bias, rate):
+    """Our transcription of Megatron-LM's ``get_updated_expert_bias`` (megatron/core/transformer/moe/moe_utils.py at
+    commit 00611e6eeb0b09b5ee074750956855215ddbd67f), without its all-reduce: b += sign(mean - count) * rate."""
+    average = tokens_per_expert.sum(dim=-1, keepdim=True) / tokens_per_expert.shape[-1]
+    return expert_bias + torch.sign(average - tokens_per_expert) * rate
+
+
+def test_valid_counts_step_like_megatron():
+    balancer = BiasBalancer(4, rate=1e-3, dtype=torch.float64)
+    counts = torch.tensor([5.0, 0.0, 9.0, 2.0], dtype=torch.float64)
+    expected = megatron_updated_expert_bias(counts, torch.zeros(4, dtype=torch.float64), 1e-3)
+    balancer.update(counts)
+    assert torch.equal(balancer.bias, expected)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [float("nan"), float("inf"), float("-inf"), -1.0, 2.5],
+    ids=["nan", "inf", "-inf", "negative", "fractional"],
+)
+def test_counts_that_are_not_token_counts_are_refused_and_leave_the_bias(bad):
+    """Item 2: Megatron's rule would turn NaN into a NaN bias and inf into a full step; here the call fails."""
+    balancer = BiasBalancer(4, rate=1e-3)
+    counts = torch.tensor([3.0, bad, 1.0, 4.0])
+    with pytest.raises(ValueError, match="not token counts"):
+        balancer.update(counts)
+    assert torch.equal(balancer.bias, torch.zeros(4))
+    assert torch.equal(balancer.pending_counts, torch.zeros(4, dtype=torch.int64))
+
+
+def test_negative_integer_counts_are_refused():
+    with pytest.raises(ValueError, match=r"e\.g\. \[-2\]"):
+        BiasBalancer(3).accumulate(torch.tensor([1, -2, 3]))
+
+
+def test_whole_float_counts_are_accepted():
+    balancer = BiasBalancer(2, rate=0.5)
+    balancer.update(torch.tensor([4.0, 0.0]))
+    assert balancer.bias.tolist() == [-0.5, 0.5]

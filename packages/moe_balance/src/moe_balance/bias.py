@@ -52,14 +52,33 @@ class BiasBalancer(nn.Module):
         )
 
     def _check_counts(self, tokens_per_expert: torch.Tensor) -> torch.Tensor:
+        """Counts as int64 on the bias's device; NaN, inf, negative and fractional counts are refused.
+
+        Such counts come from a broken statistic (a NaN loss, an overflow, a mean taken instead of a sum), and the
+        update rule would turn them into a confident bias step (``sign(mean - inf)`` moves every expert). On CPU the
+        check raises ``ValueError``; on accelerators it is a device-side assert, so it never stalls the stream.
+        """
         counts = torch.as_tensor(tokens_per_expert).detach()
         if counts.shape != (self.num_experts,):
             raise ValueError(
                 f"tokens_per_expert has shape {tuple(counts.shape)}, expected ({self.num_experts},): "
                 "one count per expert of this layer"
             )
+        if counts.dtype == torch.bool or counts.is_complex():
+            raise ValueError(f"tokens_per_expert must hold token counts; got dtype {counts.dtype}")
+        valid = counts >= 0  # NaN compares False
         if counts.is_floating_point():
-            counts = counts.round()
+            valid &= torch.isfinite(counts) & (counts == counts.round())
+        if counts.device.type == "cpu":
+            if not bool(valid.all()):
+                bad = counts[~valid][:4].tolist()
+                raise ValueError(
+                    f"tokens_per_expert holds {int((~valid).sum())} value(s) that are not token counts "
+                    f"(e.g. {bad}): counts must be finite, whole and >= 0; pass the summed routing counts "
+                    "(Routing.tokens_per_expert), not a mean or a loss-derived value"
+                )
+        else:  # NOTE: no host sync on accelerators.
+            torch._assert_async(valid.all(), "tokens_per_expert must be finite, whole, non-negative counts")
         return counts.to(device=self.pending_counts.device, dtype=torch.int64)
 
     @torch.no_grad()
