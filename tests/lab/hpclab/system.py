@@ -20,6 +20,10 @@ class LabError(Exception):
     """A lab step failed; the message says what, with which value, and what to do."""
 
 
+class LabRefused(LabError):
+    """`up` would clobber or collide with something that exists; nothing was changed."""
+
+
 def run(argv: Sequence[str], *, stdin_text: str | None = None, timeout_s: float = 30.0) -> str:
     """Run a command and return its stdout; raise LabError with the command and its stderr when it fails."""
     try:

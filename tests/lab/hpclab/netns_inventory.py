@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab_files import control_path, lab_key_path
-from lab_topology import (
+from .files import control_path, lab_key_path
+from .topology import (
     GROUPS,
     GUEST_RANGE,
     HOST_INTERFACE,

@@ -11,7 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab_system import LabError, ProcessIdentity
+from .system import LabError, ProcessIdentity
 
 STATE_FILE = "state.json"
 

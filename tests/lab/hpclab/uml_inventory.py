@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab_files import lab_key_path, ssh_client_config_text
-from lab_inventory import lab_vars, ssh_common_args
-from lab_topology import GROUPS, HOST_INTERFACE, HOSTS, host_netns, switch_netns
-from uml_topology import GUEST_INTERFACE, GUESTS
+from .files import lab_key_path, ssh_client_config_text
+from .netns_inventory import lab_vars, ssh_common_args
+from .topology import GROUPS, GUEST_INTERFACE, GUESTS, HOST_INTERFACE, HOSTS, host_netns, switch_netns
 
 INVENTORY_FILE = "inventory-uml.yml"
 SSH_CONFIG_FILE = "ssh_config-uml"
@@ -72,7 +71,7 @@ def render(prefix: str, state_dir: Path) -> str:
     """The inventory text: the architecture's groups under all.children; guests and the kept netns hosts."""
     facts = {**lab_vars(prefix, state_dir), "lab_kind": "uml", "lab_interface": GUEST_INTERFACE}
     lines = [
-        f"# Inventory of the real-kernel guests of the hpc.balance lab {prefix!r}, written by tests/lab/uml.",
+        f"# Inventory of the real-kernel guests of the hpc.balance lab {prefix!r}, written by tests/lab/lab.py up --flavour uml.",
         "all:",
         "  vars:",
     ]

@@ -14,12 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-import lab_guard
-from lab_files import host_dir, host_log, write_state_files
-from lab_inventory import render
-from lab_state import HostRecord, LabState
-from lab_system import LabError, children, identify, ip_batch, netns_names, run, set_sysctls
-from lab_topology import (
+from . import guard, ssh_probe
+from .files import host_dir, host_log, write_state_files
+from .netns_inventory import render
+from .netns_state import HostRecord, LabState
+from .system import LabError, LabRefused, children, identify, ip_batch, netns_names, run, set_sysctls
+from .topology import (
     BRIDGE,
     HOST_INTERFACE,
     HOSTS,
@@ -33,7 +33,6 @@ from lab_topology import (
 
 HERE = Path(__file__).resolve().parent
 INIT_SCRIPT = HERE / "host-init.sh"
-PROBE_SCRIPT = HERE / "lab_probe.py"
 INVENTORY_FILE = "inventory.yml"
 TIMINGS_FILE = "timings.json"
 REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "sysctl", "nft", "nc", "ssh", "ssh-keygen", "/usr/sbin/sshd")
@@ -42,10 +41,6 @@ _CONTROL_PATH_BUDGET = 107 - len("/cp-198.18.0.255") - 17
 
 # IPv6 is off in every lab namespace: the lab carries IPv4 only, and the guard counts any IPv6 frame.
 _NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
-
-
-class LabRefused(LabError):
-    """`up` would clobber or collide with something that exists; nothing was changed."""
 
 
 def log(message: str) -> None:
@@ -111,7 +106,7 @@ def create_network(state: LabState) -> None:
         ]
     switch_commands.append(f"link set {BRIDGE} up")
     ip_batch(switch_commands, netns=switch)
-    lab_guard.install(switch)
+    guard.install(switch)
     for host in HOSTS:
         ip_batch(
             [
@@ -170,17 +165,8 @@ def log_tail(path: Path, lines: int = 20) -> str:
 
 def wait_for_sshd(state: LabState, state_dir: Path, launchers: dict[str, subprocess.Popen], timeout_s: float) -> None:
     """Wait until every sshd sends its banner; fail at once, with its log, when a host dies meanwhile."""
-    argv = [
-        "ip",
-        "netns",
-        "exec",
-        switch_netns(state.prefix),
-        sys.executable,
-        "-I",
-        str(PROBE_SCRIPT),
-        str(timeout_s),
-        *[host.address for host in HOSTS],
-    ]
+    argv = ssh_probe.probe_argv(switch_netns(state.prefix), timeout_s, [host.address for host in HOSTS],
+                                ssh_probe.HOST_ATTEMPT_TIMEOUT_S)  # fmt: skip
     probe = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         while probe.poll() is None:

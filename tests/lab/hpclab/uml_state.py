@@ -11,8 +11,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab_system import LabError, ProcessIdentity
-from uml_topology import Guest
+from .system import LabError, ProcessIdentity
+from .topology import LabHost
 
 UML_DIR = "uml"
 RECORD_FILE = "guests.json"
@@ -23,17 +23,17 @@ def uml_dir(state_dir: Path) -> Path:
     return state_dir / UML_DIR
 
 
-def guest_dir(state_dir: Path, guest: Guest) -> Path:
+def guest_dir(state_dir: Path, guest: LabHost) -> Path:
     """Folder of one guest: copy-on-write file, seed disk, console log, UML's pid/mconsole folder."""
     return uml_dir(state_dir) / guest.name
 
 
-def console_log(state_dir: Path, guest: Guest) -> Path:
+def console_log(state_dir: Path, guest: LabHost) -> Path:
     """The guest's console: kernel messages and systemd's boot and shutdown lines, across reboots."""
     return guest_dir(state_dir, guest) / "console.log"
 
 
-def cow_file(state_dir: Path, guest: Guest) -> Path:
+def cow_file(state_dir: Path, guest: LabHost) -> Path:
     """The guest's copy-on-write file over the cached image: everything the guest writes to its disk."""
     return guest_dir(state_dir, guest) / "root.cow"
 

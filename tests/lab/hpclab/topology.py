@@ -1,11 +1,13 @@
-"""The lab's fixed shape: hosts, addresses, groups and the names derived from a lab prefix.
+"""The lab's fixed shape: hosts and guests, addresses, groups and the names derived from a lab prefix.
 
-Everything else in the lab (namespaces, files, inventory) is computed from this one table, so a host or
-address changes in exactly one place.
+Two kinds of machine share one bridge: netns hosts (network + mount + UTS + PID namespaces, sshd as PID 1) and
+real-kernel guests (user-mode Linux with IPVS and systemd). Everything else in the lab (namespaces, taps, files,
+inventories) is computed from these two tables, so a machine or address changes in exactly one place.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
@@ -19,6 +21,8 @@ GUEST_RANGE = ("198.18.0.150", "198.18.0.199")
 LINK_LOCAL_MULTICAST = "224.0.0.0/24"
 
 HOST_INTERFACE = "eth0"
+# The guest's only network interface: UML's vector driver names it vec0.
+GUEST_INTERFACE = "vec0"
 BRIDGE = "br0"
 SSH_PORT = 22
 
@@ -31,7 +35,7 @@ _PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 
 @dataclass(frozen=True)
 class LabHost:
-    """One lab host: its name (also its hostname), its address on the lab bridge and its inventory group."""
+    """One lab machine: its name (also its hostname), its address on the lab bridge and its inventory group."""
 
     name: str
     address: str
@@ -46,6 +50,30 @@ HOSTS = (
     LabHost("rs2", "198.18.0.22", "lvs_realservers"),
     LabHost("gpu1", "198.18.0.31", "gpu_nodes"),
 )
+
+# The real-kernel guests (`lab.py up --flavour uml`), in the guest range.
+GUESTS = (
+    LabHost("udir1", "198.18.0.151", "lvs_directors"),
+    LabHost("udir2", "198.18.0.152", "lvs_directors"),
+    LabHost("urs1", "198.18.0.153", "lvs_realservers"),
+    LabHost("urs2", "198.18.0.154", "lvs_realservers"),
+)
+
+
+def guest_named(name: str) -> LabHost:
+    """The guest with this name; ValueError listing the names when there is none."""
+    for guest in GUESTS:
+        if guest.name == name:
+            return guest
+    raise ValueError(f"no lab guest named {name!r}: the guests are {', '.join(g.name for g in GUESTS)}")
+
+
+def check_guest_addresses() -> None:
+    """Every guest address lies inside the lab's guest range (a table edit cannot collide with netns hosts)."""
+    first, last = (ipaddress.IPv4Address(address) for address in GUEST_RANGE)
+    for guest in GUESTS:
+        if not first <= ipaddress.IPv4Address(guest.address) <= last:
+            raise ValueError(f"guest {guest.name} address {guest.address} is outside the guest range {GUEST_RANGE}")
 
 
 def validate_prefix(prefix: str) -> str:
@@ -74,5 +102,5 @@ def lab_netns_names(prefix: str) -> list[str]:
 
 
 def bridge_port(host: LabHost) -> str:
-    """Name of the switch-side end of a host's veth pair (inside the switch namespace)."""
+    """The bridge's port for a machine, inside the switch namespace: a host's veth end or a guest's tap."""
     return f"to-{host.name}"

@@ -2,7 +2,7 @@
 
 It holds the lab's public key (root's authorized key), the guest's own ssh host key and the lab's /etc/hosts.
 The guest's `lab-seed.service` (rootfs/) installs them at boot, before sshd starts. Hostname, address and machine
-id come from kernel arguments instead (uml_topology.kernel_arguments).
+id come from kernel arguments instead (uml_boot.kernel_arguments).
 """
 
 from __future__ import annotations
@@ -10,15 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from lab_system import run
-from lab_topology import HOSTS, SWITCH_ADDRESS
-from uml_topology import GUESTS, Guest
+from .system import run
+from .topology import GUESTS, HOSTS, SWITCH_ADDRESS, LabHost
 
 SEED_IMAGE = "seed.img"
 SEED_SIZE_KIB = 4096
 
 
-def etc_hosts_text(guest: Guest) -> str:
+def etc_hosts_text(guest: LabHost) -> str:
     """/etc/hosts of a guest: localhost, the switch, every netns host and every guest by name.
 
     The first line is the marker lab-seed looks for: a file without it is replaced at boot.
@@ -33,7 +32,7 @@ def etc_hosts_text(guest: Guest) -> str:
 _TREE_FOLDERS = (("", 0o755), ("etc", 0o755), ("etc/ssh", 0o755), ("root", 0o700), ("root/.ssh", 0o700))
 
 
-def write_seed(folder: Path, guest: Guest, authorized_key: str) -> Path:
+def write_seed(folder: Path, guest: LabHost, authorized_key: str) -> Path:
     """Create `folder`/seed/ (kept for reading) and `folder`/seed.img from it; return the image path.
 
     Layout: tree/ (files at their paths in the guest: root's authorized key, the ssh host key) and hosts.

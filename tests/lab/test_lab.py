@@ -1,6 +1,6 @@
-"""Tests of the guests' pure parts and process handling; the molecule scenario lab-uml boots the real thing.
+"""Tests of the lab's pure parts and process handling; the molecule scenarios default and lab-uml boot the real thing.
 
-Run: python3 -m pytest -q -p no:cacheprovider tests/lab/uml
+Run: python3 -m pytest -q -p no:cacheprovider tests/lab
 """
 
 from __future__ import annotations
@@ -19,28 +19,23 @@ import pytest
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]
+sys.path.insert(0, str(HERE))
 
-import uml_image  # noqa: E402
-import uml_inventory  # noqa: E402
-import uml_probe  # noqa: E402
-import uml_process  # noqa: E402
-import uml_seed  # noqa: E402
-import uml_topology  # noqa: E402
-from lab_system import identify, is_alive  # noqa: E402
-from lab_topology import GUEST_RANGE, HOSTS  # noqa: E402
+from hpclab import ssh_probe, topology, uml_boot, uml_image, uml_inventory, uml_process, uml_seed  # noqa: E402
+from hpclab.system import identify, is_alive  # noqa: E402
+from hpclab.topology import GUEST_RANGE, HOSTS  # noqa: E402
 
 
 def test_guest_addresses_are_unique_and_inside_the_guest_range():
     first, last = (ipaddress.IPv4Address(address) for address in GUEST_RANGE)
-    addresses = [ipaddress.IPv4Address(guest.address) for guest in uml_topology.GUESTS]
+    addresses = [ipaddress.IPv4Address(guest.address) for guest in topology.GUESTS]
     assert len(set(addresses)) == len(addresses)
     assert all(first <= address <= last for address in addresses)
-    uml_topology.check_guest_addresses()
+    topology.check_guest_addresses()
 
 
 def test_guests_are_named_and_grouped_as_documented():
-    assert [(g.name, g.address, g.group) for g in uml_topology.GUESTS] == [
+    assert [(g.name, g.address, g.group) for g in topology.GUESTS] == [
         ("udir1", "198.18.0.151", "lvs_directors"),
         ("udir2", "198.18.0.152", "lvs_directors"),
         ("urs1", "198.18.0.153", "lvs_realservers"),
@@ -49,25 +44,25 @@ def test_guests_are_named_and_grouped_as_documented():
 
 
 def test_tap_names_fit_a_linux_interface_name():
-    assert all(len(uml_topology.tap_name(guest)) <= 15 for guest in uml_topology.GUESTS)
+    assert all(len(topology.bridge_port(guest)) <= 15 for guest in topology.GUESTS)
 
 
 def test_mac_address_is_locally_administered_and_built_from_the_address():
-    assert uml_topology.mac_address(uml_topology.GUESTS[0]) == "02:00:c6:12:00:97"
-    assert len({uml_topology.mac_address(guest) for guest in uml_topology.GUESTS}) == len(uml_topology.GUESTS)
+    assert uml_boot.mac_address(topology.GUESTS[0]) == "02:00:c6:12:00:97"
+    assert len({uml_boot.mac_address(guest) for guest in topology.GUESTS}) == len(topology.GUESTS)
 
 
 def test_machine_id_is_stable_per_lab_and_guest():
-    udir1, udir2 = uml_topology.GUESTS[:2]
-    assert uml_topology.machine_id("hb", udir1) == uml_topology.machine_id("hb", udir1)
-    assert uml_topology.machine_id("hb", udir1) != uml_topology.machine_id("hb", udir2)
-    assert uml_topology.machine_id("hb", udir1) != uml_topology.machine_id("lv", udir1)
-    assert len(uml_topology.machine_id("hb", udir1)) == 32
-    int(uml_topology.machine_id("hb", udir1), 16)
+    udir1, udir2 = topology.GUESTS[:2]
+    assert uml_boot.machine_id("hb", udir1) == uml_boot.machine_id("hb", udir1)
+    assert uml_boot.machine_id("hb", udir1) != uml_boot.machine_id("hb", udir2)
+    assert uml_boot.machine_id("hb", udir1) != uml_boot.machine_id("lv", udir1)
+    assert len(uml_boot.machine_id("hb", udir1)) == 32
+    int(uml_boot.machine_id("hb", udir1), 16)
 
 
 def test_kernel_arguments_give_a_static_lab_address_and_no_ipv6():
-    arguments = uml_topology.kernel_arguments("hb", uml_topology.GUESTS[2])
+    arguments = uml_boot.kernel_arguments("hb", topology.GUESTS[2])
     assert "ip=198.18.0.153::198.18.0.1:255.255.255.0:urs1:vec0:off" in arguments
     assert "vec0:transport=tap,ifname=to-urs1,mac=02:00:c6:12:00:99,gro=1" in arguments
     assert "ipv6.disable=1" in arguments
@@ -77,15 +72,15 @@ def test_kernel_arguments_give_a_static_lab_address_and_no_ipv6():
 
 def test_guest_named_lists_the_guests_when_the_name_is_unknown():
     with pytest.raises(ValueError, match="no lab guest named 'rs9': the guests are udir1, udir2, urs1, urs2"):
-        uml_topology.guest_named("rs9")
+        topology.guest_named("rs9")
 
 
 def test_hosts_file_starts_with_the_marker_lab_seed_looks_for():
-    text = uml_seed.etc_hosts_text(uml_topology.GUESTS[0])
-    script = (HERE / "rootfs" / "usr" / "local" / "sbin" / "lab-seed").read_text(encoding="utf-8")
+    text = uml_seed.etc_hosts_text(topology.GUESTS[0])
+    script = (HERE / "hpclab" / "guest-rootfs" / "usr" / "local" / "sbin" / "lab-seed").read_text(encoding="utf-8")
     assert text.startswith("# lab hosts")
     assert '"# lab hosts"*)' in script
-    for host in (*HOSTS, *uml_topology.GUESTS):
+    for host in (*HOSTS, *topology.GUESTS):
         assert f"{host.address}\t{host.name}.lab {host.name}\n" in text
 
 
@@ -211,7 +206,7 @@ def _closed_port() -> int:
 
 def test_probe_sees_an_ssh_banner(monkeypatch):
     listener = socket.create_server(("127.0.0.1", 0))
-    monkeypatch.setattr(uml_probe, "SSH_PORT", listener.getsockname()[1])
+    monkeypatch.setattr(ssh_probe, "SSH_PORT", listener.getsockname()[1])
 
     def answer_once():
         connection = listener.accept()[0]
@@ -221,20 +216,35 @@ def test_probe_sees_an_ssh_banner(monkeypatch):
     server = threading.Thread(target=answer_once, daemon=True)
     server.start()
     try:
-        assert uml_probe.wait_for_ssh(["127.0.0.1"], timeout_s=5.0) == {"127.0.0.1": True}
+        attempt_timeout_s = ssh_probe.GUEST_ATTEMPT_TIMEOUT_S
+        ready = ssh_probe.wait_for_ssh(["127.0.0.1"], timeout_s=5.0, attempt_timeout_s=attempt_timeout_s)
+        assert ready == {"127.0.0.1": True}
     finally:
         server.join(timeout=1)
         listener.close()
 
 
 def test_probe_reports_a_silent_port_within_its_timeout(monkeypatch):
-    monkeypatch.setattr(uml_probe, "SSH_PORT", _closed_port())
+    monkeypatch.setattr(ssh_probe, "SSH_PORT", _closed_port())
     started = time.monotonic()
-    assert uml_probe.wait_for_ssh(["127.0.0.1"], timeout_s=0.5) == {"127.0.0.1": False}
+    ready = ssh_probe.wait_for_ssh(["127.0.0.1"], timeout_s=0.5, attempt_timeout_s=ssh_probe.HOST_ATTEMPT_TIMEOUT_S)
+    assert ready == {"127.0.0.1": False}
     assert time.monotonic() - started < 3.0
 
 
 def test_probe_prints_json_and_exits_nonzero_when_a_banner_is_missing(monkeypatch, capsys):
-    monkeypatch.setattr(uml_probe, "SSH_PORT", _closed_port())
-    assert uml_probe.main(["0.2", "127.0.0.1"]) == 1
+    monkeypatch.setattr(ssh_probe, "SSH_PORT", _closed_port())
+    assert ssh_probe.main(["0.2", "1.0", "127.0.0.1"]) == 1
     assert json.loads(capsys.readouterr().out) == {"127.0.0.1": False}
+
+
+def test_probe_command_runs_this_probe_isolated_in_the_switch_namespace():
+    argv = ssh_probe.probe_argv("hb-sw", 20.0, ["198.18.0.10", "198.18.0.151"], ssh_probe.GUEST_ATTEMPT_TIMEOUT_S)
+    assert argv[:4] == ["ip", "netns", "exec", "hb-sw"]
+    assert argv[5:] == ["-I", ssh_probe.__file__, "20.0", "5.0", "198.18.0.10", "198.18.0.151"]
+
+
+def test_one_table_names_every_lab_machine_once():
+    names = [machine.name for machine in (*HOSTS, *topology.GUESTS)]
+    addresses = [machine.address for machine in (*HOSTS, *topology.GUESTS)]
+    assert len(set(names)) == len(names) and len(set(addresses)) == len(addresses)

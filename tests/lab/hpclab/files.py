@@ -18,8 +18,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from lab_system import LabError
-from lab_topology import HOSTS, SSH_PORT, SWITCH_ADDRESS, LabHost
+from .system import LabError
+from .topology import HOSTS, SSH_PORT, SWITCH_ADDRESS, LabHost
 
 # Paths the host sees through a copy-on-write overlay of the machine's own folder.
 OVERLAY_PATHS = ("/etc", "/var/log")

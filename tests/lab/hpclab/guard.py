@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
-from lab_system import LabError, netns_run
-from lab_topology import LINK_LOCAL_MULTICAST, SUBNET
+from .system import LabError, netns_run
+from .topology import LINK_LOCAL_MULTICAST, SUBNET
 
 TABLE = "lab_guard"
 INSPECTED = "inspected"

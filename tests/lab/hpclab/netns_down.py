@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import lab_state
-from lab_system import LabError, kill_if_same, netns_names, netns_pids, run, wait_gone
-from lab_topology import lab_netns_names, switch_netns
+from . import netns_state
+from .system import LabError, kill_if_same, netns_names, netns_pids, run, wait_gone
+from .topology import lab_netns_names, switch_netns
 
 _HOST_EXIT_TIMEOUT_S = 5.0
 
@@ -32,7 +32,7 @@ def close_control_connections(state_dir: Path) -> None:
         )
 
 
-def stop_hosts(state: lab_state.LabState) -> list[str]:
+def stop_hosts(state: netns_state.LabState) -> list[str]:
     """SIGKILL each host's PID 1 (ending its PID namespace), then any launcher left; return what survived."""
     inits = [record.init for record in state.hosts.values() if record.init is not None]
     for identity in inits:
@@ -64,13 +64,13 @@ def delete_namespaces(names: list[str], switch: str) -> list[str]:
 
 def down(prefix: str, state_dir: Path) -> int:
     """Remove the lab; 0 when nothing of it remains (or there was none), 1 when something had to be left."""
-    state = lab_state.load(state_dir)
+    state = netns_state.load(state_dir)
     if state is not None and state.prefix != prefix:
         raise LabError(
             f"state dir {state_dir} belongs to lab {state.prefix!r}, not {prefix!r}: pass --prefix {state.prefix}"
         )
     if state is None and state_dir.exists() and any(state_dir.iterdir()):
-        raise LabError(f"{state_dir} holds no lab record ({lab_state.STATE_FILE}); not removing it: check the path")
+        raise LabError(f"{state_dir} holds no lab record ({netns_state.STATE_FILE}); not removing it: check the path")
     names = lab_netns_names(prefix)
     if state is not None:
         names = list(dict.fromkeys([*state.netns, *names]))

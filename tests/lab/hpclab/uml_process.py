@@ -14,8 +14,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from lab_system import LabError, ProcessIdentity, identify, is_alive, run, wait_gone
-from uml_image import cache_root
+from .system import LabError, ProcessIdentity, identify, is_alive, run, wait_gone
+from .uml_image import cache_root
 
 HERE = Path(__file__).resolve().parent
 PRELOAD_SOURCE = HERE / "uml_preload.c"

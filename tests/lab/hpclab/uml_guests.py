@@ -19,20 +19,15 @@ import sys
 import time
 from pathlib import Path
 
-import lab_state
-import uml_image
-import uml_inventory
-import uml_process
-from lab_files import control_path, lab_key_path
-from lab_system import LabError, ProcessIdentity, ip_batch, is_alive, netns_names, run
-from lab_topology import BRIDGE, switch_netns
-from lab_up import LabRefused
-from uml_seed import write_seed
-from uml_state import GuestRecord, GuestsState, console_log, cow_file, guest_dir, load, uml_dir
-from uml_topology import GUEST_MEMORY_MIB, GUESTS, Guest, check_guest_addresses, guest_named, kernel_arguments, tap_name
+from . import netns_state, ssh_probe, uml_image, uml_inventory, uml_process
+from .files import control_path, lab_key_path
+from .system import LabError, LabRefused, ProcessIdentity, ip_batch, is_alive, netns_names, run
+from .topology import BRIDGE, GUESTS, LabHost, bridge_port, check_guest_addresses, guest_named, switch_netns
+from .uml_boot import GUEST_MEMORY_MIB, kernel_arguments
+from .uml_seed import write_seed
+from .uml_state import GuestRecord, GuestsState, console_log, cow_file, guest_dir, load, uml_dir
 
 TIMINGS_FILE = "timings-uml.json"
-PROBE_SCRIPT = Path(__file__).resolve().parent / "uml_probe.py"
 # How long `status` waits for each guest's ssh banner.
 STATUS_PROBE_TIMEOUT_S = 6.0
 DEFAULT_SSH_TIMEOUT_S = 240.0
@@ -44,7 +39,7 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def console_tail(state_dir: Path, guest: Guest, lines: int = 30) -> str:
+def console_tail(state_dir: Path, guest: LabHost, lines: int = 30) -> str:
     """The last lines of a guest's console log, labelled, for error messages."""
     path = console_log(state_dir, guest)
     try:
@@ -63,8 +58,8 @@ def check_lab(prefix: str, state_dir: Path) -> str:
         raise LabError(f"missing tools {missing}: {uml_image.MACHINE_PACKAGES_HINT}, gcc, openssh-client")
     check_guest_addresses()
     switch = switch_netns(prefix)
-    netns_state = lab_state.load(state_dir)
-    if switch not in netns_names() or netns_state is None or netns_state.phase != "up":
+    lab = netns_state.load(state_dir)
+    if switch not in netns_names() or lab is None or lab.phase != "up":
         raise LabError(
             f"the netns lab {prefix!r} is not up (namespace {switch}, record in {state_dir}): bring it up first "
             f"with `python3 tests/lab/lab.py up --prefix {prefix} --state-dir {state_dir}`"
@@ -77,25 +72,25 @@ def check_lab(prefix: str, state_dir: Path) -> str:
 def _existing_taps(switch: str) -> list[str]:
     output = run(["ip", "-n", switch, "-o", "link", "show"])
     names = [line.split(":")[1].strip().split("@")[0] for line in output.splitlines() if ":" in line]
-    return [tap_name(guest) for guest in GUESTS if tap_name(guest) in names]
+    return [bridge_port(guest) for guest in GUESTS if bridge_port(guest) in names]
 
 
 def create_taps(state: GuestsState, state_dir: Path) -> None:
     """One tap per guest on the lab's bridge, recorded before it is made."""
-    state.taps = [tap_name(guest) for guest in GUESTS]
+    state.taps = [bridge_port(guest) for guest in GUESTS]
     state.save(state_dir)
     commands = []
     for guest in GUESTS:
         commands += [
-            f"tuntap add dev {tap_name(guest)} mode tap",
-            f"link set {tap_name(guest)} master {BRIDGE} up",
+            f"tuntap add dev {bridge_port(guest)} mode tap",
+            f"link set {bridge_port(guest)} master {BRIDGE} up",
         ]
     ip_batch(commands, netns=state.switch_netns)
 
 
 def probe_argv(switch: str, timeout_s: float, addresses: list[str]) -> list[str]:
-    """The command that waits for ssh banners from inside the switch namespace (uml_probe.py)."""
-    return ["ip", "netns", "exec", switch, sys.executable, "-I", str(PROBE_SCRIPT), str(timeout_s), *addresses]
+    """The command that waits for the guests' ssh banners from inside the switch namespace."""
+    return ssh_probe.probe_argv(switch, timeout_s, addresses, ssh_probe.GUEST_ATTEMPT_TIMEOUT_S)
 
 
 def wait_for_sshd(
@@ -147,7 +142,7 @@ def up(prefix: str, state_dir: Path, *, ssh_timeout_s: float = DEFAULT_SSH_TIMEO
     if load(state_dir) is not None or uml_dir(state_dir).exists():
         raise LabRefused(
             f"lab {prefix!r} already has guests ({uml_dir(state_dir)} exists): run "
-            f"`python3 tests/lab/uml/uml_lab.py down --prefix {prefix} --state-dir {state_dir}` first"
+            f"`python3 tests/lab/lab.py down --prefix {prefix} --state-dir {state_dir}` first"
         )
     taken = _existing_taps(switch)
     if taken:
@@ -258,7 +253,7 @@ def down(prefix: str, state_dir: Path) -> int:
     return 0
 
 
-def _ssh(state_dir: Path, guest: Guest, command: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+def _ssh(state_dir: Path, guest: LabHost, command: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess:
     """Run a command on a guest over a fresh ssh connection (never a control master a reboot left stale)."""
     argv = [
         "ssh", "-F", str(state_dir / uml_inventory.SSH_CONFIG_FILE),
@@ -273,12 +268,12 @@ def _ssh(state_dir: Path, guest: Guest, command: str, timeout_s: float = 30.0) -
         return subprocess.CompletedProcess(argv, 255, "", f"ssh timed out after {timeout_s} s")
 
 
-def _running_guest(state_dir: Path, name: str) -> tuple[Guest, ProcessIdentity]:
+def _running_guest(state_dir: Path, name: str) -> tuple[LabHost, ProcessIdentity]:
     guest = guest_named(name)
     state = load(state_dir)
     record = state.guests.get(name) if state is not None else None
     if state is None or state.phase != "up" or record is None or record.process is None:
-        raise LabError(f"lab guest {name} is not up (no running guests in {state_dir}); run `uml_lab.py up`")
+        raise LabError(f"lab guest {name} is not up (no running guests in {state_dir}); run `lab.py up --flavour uml`")
     if not is_alive(record.process):
         raise LabError(f"lab guest {name} is not running (pid {record.process.pid} ended)\n"
                        f"{console_tail(state_dir, guest)}")  # fmt: skip

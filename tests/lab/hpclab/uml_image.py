@@ -4,7 +4,7 @@ The image is keyed by a hash of its recipe (suite, package list, the files laid 
 version, the build steps' version), so it is rebuilt only when one of those changes and every clone on the machine
 shares it. Guests never write to it: each boots through its own copy-on-write file.
 
-Build: mmdebstrap (minbase + the packages) into a folder, the files of rootfs/ laid over it, the UML kernel's
+Build: mmdebstrap (minbase + the packages) into a folder, the files of guest-rootfs/ laid over it, the UML kernel's
 modules copied in, units enabled/masked, then `mkfs.ext4 -d` turns the folder into the image (no loop device).
 """
 
@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab_system import LabError, run
-from uml_topology import ROOT_FS_SIZE_MIB
+from .system import LabError, run
+from .uml_boot import ROOT_FS_SIZE_MIB
 
 HERE = Path(__file__).resolve().parent
-ROOTFS_OVERLAY = HERE / "rootfs"
+ROOTFS_OVERLAY = HERE / "guest-rootfs"
 SUITE = "bookworm"
 VARIANT = "minbase"
 # Everything a guest needs to be a real LVS director or real server, managed by Ansible over ssh.
@@ -92,7 +92,7 @@ MASKED_UNITS = (
     "modprobe@loop.service",
 )
 ENABLED_UNITS = ("systemd-networkd.service", "systemd-network-generator.service", "lab-seed.service")
-# Files of rootfs/ that must be executable inside the guest.
+# Files of guest-rootfs/ that must be executable inside the guest.
 EXECUTABLE_DIRS = ("usr/local/sbin",)
 # Documentation and translations are never read in a guest; leaving them out makes the image smaller and faster.
 DPKG_PATH_EXCLUDES = (
@@ -239,7 +239,7 @@ def bootstrap(root: Path, log_path: Path) -> None:
 
 
 def lay_overlay(root: Path) -> None:
-    """Copy rootfs/ over the image folder: root-owned, 0755 in the executable folders, 0644 elsewhere."""
+    """Copy guest-rootfs/ over the image folder: root-owned, 0755 in the executable folders, 0644 elsewhere."""
     for source in sorted(ROOTFS_OVERLAY.rglob("*")):
         relative = source.relative_to(ROOTFS_OVERLAY)
         target = root / relative

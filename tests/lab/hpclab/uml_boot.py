@@ -1,0 +1,54 @@
+"""How a real-kernel guest boots: memory, disk size, MAC, machine id and the kernel's command line.
+
+The guests themselves (names, addresses, groups) are rows of the lab's one table in `topology`; they are user-mode
+Linux kernels on the netns lab's bridge, so they share its subnet, switch, guard and ssh path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+
+from .topology import GUEST_INTERFACE, PREFIX_LENGTH, SWITCH_ADDRESS, LabHost, bridge_port
+
+# LabHost RAM in MiB. UML touches only what the guest uses; systemd + sshd + an Ansible task stay far below it.
+GUEST_MEMORY_MIB = 256
+# Size of the guest's root filesystem (sparse; the cached image and each copy-on-write file grow only as written).
+ROOT_FS_SIZE_MIB = 2048
+
+
+def mac_address(guest: LabHost) -> str:
+    """A fixed, locally administered MAC built from the address, so a rebooted guest keeps its MAC too."""
+    octets = ipaddress.IPv4Address(guest.address).packed
+    return "02:00:" + ":".join(f"{octet:02x}" for octet in octets)
+
+
+def machine_id(prefix: str, guest: LabHost) -> str:
+    """A stable systemd machine id per lab and guest (32 hex digits), so journal and D-Bus see one machine."""
+    return hashlib.sha256(f"hpc.balance lab {prefix} {guest.name}".encode()).hexdigest()[:32]
+
+
+def kernel_arguments(prefix: str, guest: LabHost) -> list[str]:
+    """LabHost kernel arguments besides the disks: memory, network, identity, consoles, no IPv6.
+
+    `ip=` is read by systemd-network-generator in the guest (the UML kernel has no IP autoconfiguration), which
+    writes a systemd-networkd configuration: static address, default route to the lab switch (a dead end).
+    """
+    netmask = str(ipaddress.IPv4Network(f"0.0.0.0/{PREFIX_LENGTH}").netmask)
+    return [
+        f"mem={GUEST_MEMORY_MIB}M",
+        "root=/dev/ubda",
+        "rw",
+        f"vec0:transport=tap,ifname={bridge_port(guest)},mac={mac_address(guest)},gro=1",
+        f"ip={guest.address}::{SWITCH_ADDRESS}:{netmask}:{guest.name}:{GUEST_INTERFACE}:off",
+        f"systemd.hostname={guest.name}",
+        f"systemd.machine_id={machine_id(prefix, guest)}",
+        # The lab carries IPv4 only; the guard counts any IPv6 frame as an escape.
+        "ipv6.disable=1",
+        # Plain text in the console log (it is shown when a guest fails to boot).
+        "systemd.log_color=0",
+        # Console 0 writes to the UML process's stdout (the console log); no other consoles or serial lines.
+        "con=null",
+        "con0=null,fd:1",
+        "ssl=null",
+    ]
