@@ -151,7 +151,7 @@ def test_more_replicas_than_distinct_gpus_allow_raises_value_error():
 
 def test_a_replica_whose_only_free_gpus_hold_its_expert_is_placed_by_a_swap(monkeypatch):
     # 4 experts, 9 slots on 4 GPUs (3, 2, 2, 2): longest-first placement meets a replica whose free GPUs all hold it.
-    import moe_balance.placement.eplb_improved as improved
+    import moe_balance.placement.rebalance_plan as improved
 
     calls = []
     original = improved._GpuState.repair

@@ -17,7 +17,7 @@ from moe_balance.placement import plan_replicas  # noqa: E402
 from moe_balance.placement._matching_triton import match_slots_triton  # noqa: E402
 from moe_balance.placement._sinkhorn_triton import sinkhorn_flow_triton  # noqa: E402
 from moe_balance.placement.replica import rank_cost_matrix  # noqa: E402
-from moe_balance.placement.replica_reference import match_slots, sinkhorn_flow  # noqa: E402
+from moe_balance.placement.replica_torch import match_slots, sinkhorn_flow  # noqa: E402
 
 MAX_TOKENS = 2**31 - 1
 

@@ -6,10 +6,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from replica_oracle import assign_tokens_reference
 
 from moe_balance.placement import plan_replicas
 from moe_balance.placement.replica import assign_tokens, rank_cost_matrix
-from moe_balance.placement.replica_reference import assign_tokens_reference
 
 
 def synthetic_load(num_ranks: int, num_experts: int, num_tokens: int, peak_over_mean: float, seed: int):

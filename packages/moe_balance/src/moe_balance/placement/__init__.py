@@ -1,7 +1,7 @@
 """Expert placement: EPLB-compatible planner (exact and improved modes) and the per-micro-batch replica plan."""
 
 from .eplb import MODES, plan_rebalance, rebalance_experts
-from .eplb_improved import RebalancePlan, gpu_slot_counts
+from .rebalance_plan import RebalancePlan, gpu_slot_counts
 from .replica import ReplicaPlan, plan_replicas
 
 __all__ = [

@@ -4,7 +4,7 @@ State (remaining expert surplus, hot-rank supply, cold-rank demand, slots used, 
 blocked) lives in registers across rounds; the node-to-node flow lives in a small global scratch vector because each
 round reads it at (expert's node, rank's node), a gather registers cannot do; a barrier orders its update before the
 next round's read. Rounds after the last grant change nothing, so the kernel simply runs ``max_rounds`` of them.
-Reference: ``replica_reference.match_slots`` (same proposals, keys, arbitration and updates; integer arithmetic, so
+Reference: ``replica_torch.match_slots`` (same proposals, keys, arbitration and updates; integer arithmetic, so
 the two agree exactly); tests compare them under TRITON_INTERPRET=1.
 """
 
@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .replica_reference import KEY_BACKED, KEY_SHIFT
+from .replica_torch import KEY_BACKED, KEY_SHIFT
 
 MAX_CELLS = 32 * 1024  # ranks x experts held in one program (e.g. 64 ranks x 512 experts)
 
@@ -116,7 +116,7 @@ def match_slots_triton(
     slot_capacity: int,
     max_rounds: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Same contract as ``replica_reference.match_slots``; runs on the GPU when there is one. Returns CPU tensors."""
+    """Same contract as ``replica_torch.match_slots``; runs on the GPU when there is one. Returns CPU tensors."""
     num_experts = expert_surplus.shape[0]
     num_ranks = rank_supply.shape[0]
     num_nodes = node_flow.shape[0]

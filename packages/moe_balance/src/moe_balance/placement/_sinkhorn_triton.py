@@ -1,7 +1,7 @@
 """Triton kernel for phase 1 of the replica plan: log-domain Sinkhorn-Knopp, one program, all iterations fused.
 
 The whole (ranks, ranks) problem fits in one block (ranks <= MAX_RANKS), so the kernel loads supply, demand and cost
-once, iterates in registers and writes the plan once. Reference: ``replica_reference.sinkhorn_flow`` (same updates, same
+once, iterates in registers and writes the plan once. Reference: ``replica_torch.sinkhorn_flow`` (same updates, same
 start, on the rows and columns that carry mass); tests compare the two under TRITON_INTERPRET=1.
 """
 
@@ -52,7 +52,7 @@ def _device() -> torch.device:
 def sinkhorn_flow_triton(
     supply: torch.Tensor, demand: torch.Tensor, cost: torch.Tensor, epsilon: float, iterations: int
 ) -> torch.Tensor:
-    """Same contract as ``replica_reference.sinkhorn_flow``; runs on the GPU when there is one. Returns CPU float32."""
+    """Same contract as ``replica_torch.sinkhorn_flow``; runs on the GPU when there is one. Returns CPU float32."""
     num_ranks = supply.shape[0]
     if num_ranks > MAX_RANKS:
         raise ValueError(

@@ -7,7 +7,7 @@ logcnt (layers, experts))``, int64 on the CPU. Slots are GPU-major: GPU g owns a
 - ``mode="exact"`` gives the same answer as the published algorithm, tie for tie (see ``eplb_reference.py``, the
   per-layer loop it is tested against), but runs every layer at once: hierarchical policy when num_groups divides by
   num_nodes (groups -> nodes, replicas inside each node, replicas -> GPUs), the global policy otherwise.
-- ``mode="improved"`` (``eplb_improved.py``) never puts two replicas of one expert on one GPU, sizes each node's share
+- ``mode="improved"`` (``rebalance_plan.py``) never puts two replicas of one expert on one GPU, sizes each node's share
   of replicas by its load, accepts a replica count that is not a multiple of the GPU count, and, given the previous
   layout, moves as few experts as it can. ``plan_rebalance`` returns the same plan with its movement report.
 """
@@ -18,9 +18,10 @@ from typing import Literal
 
 import torch
 
+from moe_balance._checks import check_load_matrix, check_positive_int
+
 from ._packing import build_log2phy, greedy_pack, invert_permutation, replicate_greedy
-from ._validate import check_load_matrix, check_positive_int
-from .eplb_improved import RebalancePlan, plan_improved
+from .rebalance_plan import RebalancePlan, plan_improved
 
 MODES = ("exact", "improved")
 

@@ -19,7 +19,7 @@ source rank sends to it, so every rank ends near the mean load. Moving tokens in
    closes when full; rejected tokens bid again. Tokens already on the slot's rank or node win it first.
 
 Phases 1 and 2 run as Triton kernels on GPU tensors (``_sinkhorn_triton.py``, ``_matching_triton.py``) and as the torch
-code in ``replica_reference.py`` elsewhere; both give the same plan. Token counts must stay below 2**31.
+code in ``replica_torch.py`` elsewhere; both give the same plan. Token counts must stay below 2**31.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from typing import Literal
 
 import torch
 
+from moe_balance._checks import check_load_matrix, check_positive_int
+
 from ._packing import occurrence_ranks
-from ._validate import check_load_matrix, check_positive_int
-from .replica_reference import match_slots, sinkhorn_flow
+from .replica_torch import match_slots, sinkhorn_flow
 
 MAX_TOKENS = 2**31 - 1
 BACKENDS = ("auto", "torch", "triton")
