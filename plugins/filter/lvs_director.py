@@ -12,6 +12,7 @@ only that); ``lvs_director_problems`` reads the resolved configs of all director
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import defaultdict
 
 from ansible.errors import AnsibleFilterError
@@ -23,7 +24,26 @@ PRIORITY_RANGE = (1, 255)
 # VRRPv2 carries the advert interval in whole seconds (1-255); VRRPv3 in centiseconds (12 bits: 0.01-40.95 s).
 ADVERT_INT_V2_RANGE_S = (1, 255)
 ADVERT_INT_V3_RANGE_S = (0.01, 40.95)
-DIRECT_METHODS = ("DR", "TUN")  # methods that do not rewrite the destination port
+# The only forwarding method the role sets up end to end (VIP on the real servers' lo, ARP kept quiet there).
+SUPPORTED_METHODS = ("DR",)
+# keepalived 2.2.7 reads these as whole seconds (read_unsigned_strvec in vrrp_parser.c / check_misc.c).
+WHOLE_SECOND_KEYS = ("interval_s", "timeout_s")
+# max_auto_priority takes -1 (off) to 99 (sched_get_priority_max(SCHED_RR)), keepalived.conf(5).
+MAX_AUTO_PRIORITY_RANGE = (-1, 99)
+# An unquoted # or ! starts a comment in keepalived's parser; a " ends a quoted string and cannot be escaped in
+# most keywords, a newline ends the line: such values are quoted (# !) or refused (" \ newline).
+COMMENT_CHARS = ("#", "!")
+UNQUOTABLE_CHARS = ('"', "\\", "\n", "\r")
+# Checks that speak TCP, and those that work for a UDP service (keepalived.conf(5): UDP_CHECK, DNS_CHECK over UDP,
+# PING_CHECK over ICMP, MISC_CHECK runs a program).
+TCP_ONLY_CHECKS = ("TCP_CHECK", "HTTP_GET", "SSL_GET")
+UDP_CHECKS = ("UDP_CHECK", "DNS_CHECK", "PING_CHECK", "MISC_CHECK", "none")
+# Schedulers that hash the client's source address (ipvs_spread warns about the same ones, _ipvs.py).
+SOURCE_HASH_SCHEDULERS = ("sh", "mh")
+# Keys of one virtual server that must be the same on every director that can hold its VIP.
+PEER_VIRTUAL_SERVER_KEYS = ("lvs_sched", "lvs_method", "persistence_timeout_s", "persistence_granularity",
+                            "quorum", "hysteresis", "sorry_server", "inhibit_on_failure", "delay_loop_s", "check",
+                            "real_servers")
 
 INSTANCE_DEFAULTS = {
     "auth_pass": None,
@@ -38,28 +58,45 @@ INSTANCE_DEFAULTS = {
     "notify_backup": None,
     "notify_fault": None,
 }
+NOTIFY_KEYS = ("notify_master", "notify_backup", "notify_fault", "notify")
 VRRP_SCRIPT_DEFAULTS = {"interval_s": 1, "timeout_s": None, "fall": None, "rise": None, "weight": None}
 VIRTUAL_SERVER_DEFAULTS = {
     "protocol": "TCP",
     "lvs_sched": "wlc",
     "lvs_method": "DR",
     "persistence_timeout_s": None,
+    "persistence_granularity": None,
     "quorum": None,
+    "hysteresis": None,
+    "quorum_up": None,
+    "quorum_down": None,
     "sorry_server": None,
+    "sorry_server_inhibit": False,
+    "alpha": False,
+    "virtualhost": None,
     "delay_loop_s": 6,
 }
+REAL_SERVER_SCRIPT_KEYS = ("notify_up", "notify_down")
 CHECK_DEFAULTS = {
-    "type": "TCP_CHECK",
+    "type": None,
     "connect_timeout_s": 3,
     "retry": 3,
     "delay_before_retry_s": 2,
     "connect_port": None,
     "url_path": "/",
-    "status_code": 200,
+    "status_code": "200-299",
+    "virtualhost": None,
     "misc_path": None,
     "misc_timeout_s": None,
+    "require_reply": False,
+    "payload_hex": None,
+    "dns_type": None,
+    "dns_name": None,
 }
-CHECK_TYPES = ("TCP_CHECK", "HTTP_GET", "MISC_CHECK", "none")
+CHECK_TYPES = ("TCP_CHECK", "HTTP_GET", "SSL_GET", "UDP_CHECK", "DNS_CHECK", "PING_CHECK", "MISC_CHECK", "none")
+# The check a service gets when it names none: a connect for TCP (and SCTP), a UDP probe for UDP.
+DEFAULT_CHECK_BY_PROTOCOL = {"TCP": "TCP_CHECK", "SCTP": "TCP_CHECK", "UDP": "UDP_CHECK"}
+STATUS_CODE_PART = r"[1-5][0-9][0-9](-[1-5][0-9][0-9])?"
 
 
 def _number(value, what):
@@ -94,16 +131,19 @@ def _cidr(address, what):
     return interface.with_prefixlen
 
 
-def _resolve_check(check, default, what):
+def _resolve_check(check, default, what, protocol="TCP"):
     merged = dict(default)
     merged.update({key: value for key, value in (check or {}).items() if value is not None})
-    merged["type"] = str(merged["type"])
+    merged["type"] = str(merged["type"] or DEFAULT_CHECK_BY_PROTOCOL.get(protocol, "TCP_CHECK"))
     if merged["type"] not in CHECK_TYPES:
         raise AnsibleFilterError(f"lvs_director_resolve: {what}.type is {merged['type']!r}; use one of {CHECK_TYPES}")
+    # misc_timeout is a whole number in keepalived 2.2.7: kept as given, lvs_director_problems names a fraction.
     for key in ("connect_timeout_s", "delay_before_retry_s", "misc_timeout_s"):
         merged[key] = _optional(merged[key], _number, f"{what}.{key}")
-    for key in ("retry", "connect_port", "status_code"):
+    for key in ("retry", "connect_port"):
         merged[key] = _optional(merged[key], _int, f"{what}.{key}")
+    merged["status_code"] = " ".join(str(merged["status_code"]).split())
+    merged["require_reply"] = bool(merged["require_reply"])
     return merged
 
 
@@ -132,15 +172,17 @@ def _resolve_instance(instance, host_defaults, index):
         resolved["unicast_peers"] = [str(peer) for peer in resolved["unicast_peers"]]
     resolved["track_scripts"] = [str(name) for name in resolved["track_scripts"]]
     resolved["track_interfaces"] = [str(name) for name in resolved["track_interfaces"]]
+    for key in NOTIFY_KEYS:
+        resolved[key] = None if resolved[key] in (None, "") else str(resolved[key])
     return resolved
 
 
-def _resolve_virtual_server(server, index):
+def _resolve_virtual_server(server, index, inhibit_on_failure=True):
     port = server.get("port") if isinstance(server, dict) else None
     what = f"lvs_director_virtual_servers[{index}]"
     if port is None or not server.get("address"):
         raise AnsibleFilterError(f"lvs_director_resolve: {what} needs address, port and real_servers")
-    resolved = dict(VIRTUAL_SERVER_DEFAULTS)
+    resolved = dict(VIRTUAL_SERVER_DEFAULTS, inhibit_on_failure=inhibit_on_failure)
     resolved.update({key: value for key, value in server.items() if value is not None})
     resolved["address"] = str(resolved["address"])
     resolved["port"] = _int(resolved["port"], f"{what}.port")
@@ -152,14 +194,20 @@ def _resolve_virtual_server(server, index):
     resolved["persistence_timeout_s"] = _optional(
         resolved["persistence_timeout_s"], _int, f"{what}.persistence_timeout_s"
     )
-    resolved["quorum"] = _optional(resolved["quorum"], _int, f"{what}.quorum")
+    for key in ("quorum", "hysteresis"):
+        resolved[key] = _optional(resolved[key], _int, f"{what}.{key}")
+    for key in ("inhibit_on_failure", "sorry_server_inhibit", "alpha"):
+        resolved[key] = bool(resolved[key])
+    for key in ("persistence_granularity", "quorum_up", "quorum_down", "virtualhost"):
+        resolved[key] = None if resolved[key] in (None, "") else str(resolved[key])
     if resolved["sorry_server"]:
         sorry = resolved["sorry_server"]
         resolved["sorry_server"] = {
             "address": str(sorry["address"]),
-            "port": _int(sorry.get("port", resolved["port"]), f"{what}.sorry_server.port"),
+            "port": _int(sorry["port"] if sorry.get("port") is not None else resolved["port"],
+                         f"{what}.sorry_server.port"),
         }
-    check = _resolve_check(server.get("check"), CHECK_DEFAULTS, f"{what}.check")
+    check = _resolve_check(server.get("check"), CHECK_DEFAULTS, f"{what}.check", resolved["protocol"])
     resolved["check"] = check
     real_servers = []
     for real in server.get("real_servers") or []:
@@ -170,7 +218,9 @@ def _resolve_virtual_server(server, index):
                 "port": _int(real.get("port") if real.get("port") is not None else resolved["port"],
                              f"{real_what}.port"),
                 "weight": _int(real.get("weight") if real.get("weight") is not None else 1, f"{real_what}.weight"),
-                "check": _resolve_check(real.get("check"), check, f"{real_what}.check"),
+                "notify_up": None if not real.get("notify_up") else str(real["notify_up"]),
+                "notify_down": None if not real.get("notify_down") else str(real["notify_down"]),
+                "check": _resolve_check(real.get("check"), check, f"{real_what}.check", resolved["protocol"]),
             }
         )
     resolved["real_servers"] = real_servers
@@ -183,6 +233,7 @@ def _resolve_script(script, index):
     resolved = dict(VRRP_SCRIPT_DEFAULTS)
     resolved.update({key: value for key, value in script.items() if value is not None})
     what = f"lvs_director_vrrp_scripts[{script['name']}]"
+    # Kept as given (0.5 stays 0.5): lvs_director_problems names a fraction keepalived 2.2.7 cannot read.
     resolved["interval_s"] = _number(resolved["interval_s"], f"{what}.interval_s")
     resolved["timeout_s"] = _optional(resolved["timeout_s"], _number, f"{what}.timeout_s")
     for key in ("fall", "rise", "weight"):
@@ -195,7 +246,8 @@ def lvs_director_resolve(settings):
 
     settings -- a dict of the role variables without the prefix: host, router_id, interface, priority, state,
                 advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, virtual_servers, clients_behind_nat,
-                vrrp_only, own_addresses
+                vrrp_only, own_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
+                script_files (paths the role deploys), global_defs_extra
     """
     if not isinstance(settings, dict):
         raise AnsibleFilterError(f"lvs_director_resolve: expects a dict of settings, got {type(settings).__name__}")
@@ -222,9 +274,29 @@ def lvs_director_resolve(settings):
         ],
         "vrrp_scripts": [_resolve_script(script, i) for i, script in enumerate(settings.get("vrrp_scripts") or [])],
         "virtual_servers": [
-            _resolve_virtual_server(server, index) for index, server in enumerate(settings.get("virtual_servers") or [])
+            _resolve_virtual_server(server, index, bool(settings.get("inhibit_on_failure", True)))
+            for index, server in enumerate(settings.get("virtual_servers") or [])
         ],
+        # None when unknown: the checks that compare with them are then skipped.
+        "sysctls": None if settings.get("sysctls") is None else dict(settings["sysctls"]),
+        "lvs_timeouts": _resolve_timeouts(settings.get("lvs_timeouts")),
+        "max_auto_priority": _optional(settings.get("max_auto_priority"), _int, "lvs_director_max_auto_priority"),
+        "script_files": sorted({str(path) for path in settings.get("script_files") or []}),
+        # {path: stat result} of every script the config names, added by the role's preflight (None: not looked).
+        "script_stats": settings.get("script_stats"),
     }
+
+
+def _resolve_timeouts(timeouts):
+    """lvs_timeouts {tcp_s, tcpfin_s, udp_s} -> the same with whole numbers; None or {} when not set."""
+    resolved = {}
+    for key, value in (timeouts or {}).items():
+        if key not in ("tcp_s", "tcpfin_s", "udp_s"):
+            raise AnsibleFilterError(
+                f"lvs_director_resolve: lvs_director_lvs_timeouts.{key} is not a timeout; use tcp_s, tcpfin_s, udp_s"
+            )
+        resolved[key] = _optional(value, _number, f"lvs_director_lvs_timeouts.{key}")
+    return {key: value for key, value in resolved.items() if value is not None}
 
 
 # ---------------------------------------------------------------------------------------------------- problems
@@ -295,14 +367,154 @@ def _instance_problems(host, config, instance):
             "use state BACKUP on every peer of an instance with preempt_delay_s"
         )
     found += _unicast_problems(config, instance, key)
-    known_scripts = {script["name"] for script in config["vrrp_scripts"]}
+    scripts = {script["name"]: script for script in config["vrrp_scripts"]}
     for name in instance["track_scripts"]:
-        if name not in known_scripts:
+        if name not in scripts:
             found.append(
                 f"{key}.track_scripts names '{name}', which lvs_director_vrrp_scripts does not define; define it "
                 "there or remove it"
             )
+        elif priority == PRIORITY_RANGE[1] and scripts[name]["weight"]:
+            found.append(
+                f"{key}.priority is 255 (address owner) with the weighted track script '{name}' (weight "
+                f"{scripts[name]['weight']}), which keepalived drops (\"Cannot have weighted track script\"), so it "
+                "can never move the VIP; use a priority of 254 or less, or a script without weight"
+            )
+    if instance["auth_pass"] is not None and _unquotable(instance["auth_pass"]):
+        found.append(
+            f"{key}.auth_pass contains a double quote, a backslash or a line break, which keepalived cannot read "
+            "inside a quoted value (the secret is not shown); use a secret without them"
+        )
     return [_problem([host], message) for message in found]
+
+
+def _unquotable(value):
+    return any(char in str(value) for char in UNQUOTABLE_CHARS)
+
+
+def _command_path(command):
+    """The program a keepalived script line runs: its first word."""
+    words = str(command).split()
+    return words[0] if words else ""
+
+
+def lvs_director_script_paths(config):
+    """Every program the config makes keepalived run, as [{"path", "key"}] (key: the variable naming it first)."""
+    named = []
+    for script in config["vrrp_scripts"]:
+        named.append((script["script"], f"lvs_director_vrrp_scripts[{script['name']}].script"))
+    for instance in config["vrrp_instances"]:
+        for notify in NOTIFY_KEYS:
+            if instance[notify]:
+                named.append((instance[notify], f"lvs_director_vrrp_instances[{instance['name']}].{notify}"))
+    for server in config["virtual_servers"]:
+        key = f"lvs_director_virtual_servers[{server['address']}:{server['port']}]"
+        for notify in ("quorum_up", "quorum_down"):
+            if server[notify]:
+                named.append((server[notify], f"{key}.{notify}"))
+        for real in server["real_servers"]:
+            real_key = f"{key}.real_servers[{real['address']}]"
+            if real["check"]["type"] == "MISC_CHECK" and real["check"]["misc_path"]:
+                named.append((real["check"]["misc_path"], f"{real_key}.check.misc_path"))
+            for notify in REAL_SERVER_SCRIPT_KEYS:
+                if real[notify]:
+                    named.append((real[notify], f"{real_key}.{notify}"))
+    found, seen = [], set()
+    for command, key in named:
+        path = _command_path(command)
+        if path not in seen:
+            seen.add(path)
+            found.append({"path": path, "key": key})
+    return found
+
+
+def lvs_director_script_lookups(config):
+    """The paths the preflight looks at: each program the config runs that the role does not deploy, and its folder."""
+    programs = [entry["path"] for entry in lvs_director_script_paths(config)
+                if entry["path"].startswith("/") and entry["path"] not in config["script_files"]]
+    folders = [path.rsplit("/", 1)[0] or "/" for path in programs]
+    return programs + sorted(set(folders) - set(programs))
+
+
+def lvs_director_script_stats(results):
+    """Results of the stat module looped over the programs and their folders -> {program: its facts + folder's}."""
+    facts = {}
+    for result in results or []:
+        stat = result.get("stat") or {}
+        facts[str(result.get("item"))] = {
+            "exists": bool(stat.get("exists")),
+            "executable": bool(stat.get("executable")) and bool(stat.get("isreg", True)),
+            "uid": stat.get("uid"),
+            "mode": stat.get("mode"),
+        }
+    # Folders are looked at too (keyed like programs): each program carries its folder's facts.
+    return {path: dict(fact, folder=facts.get(path.rsplit("/", 1)[0] or "/")) for path, fact in facts.items()}
+
+
+def _writable_by_non_root(stat):
+    """keepalived's check_script_secure: a non-root owner, or group/other write permission, makes a path unsafe."""
+    return stat.get("uid") != 0 or int(str(stat.get("mode") or "0"), 8) & 0o022 != 0
+
+
+def _script_problems(host, config):
+    """Scripts keepalived would silently disable (missing, not executable, writable by non-root), named before any
+    change. Paths the role deploys itself (lvs_director_script_files) are root-owned 0755 by then."""
+    stats = config["script_stats"]
+    found = []
+    for entry in lvs_director_script_paths(config):
+        path, key = entry["path"], f"{host}: {entry['key']}"
+        if not path.startswith("/"):
+            found.append(
+                f"{key} runs {path!r}, which is not an absolute path; keepalived looks scripts up with a path of its "
+                "own: write the full path (/usr/local/sbin/...)"
+            )
+            continue
+        if path in config["script_files"] or stats is None or path not in stats:
+            continue
+        stat, folder = stats[path], stats[path].get("folder") or {}
+        if not stat.get("exists"):
+            found.append(
+                f"{key} runs {path}, which does not exist on this host, so keepalived disables it (\"could not find "
+                "script\"); install it or deploy it with lvs_director_script_files"
+            )
+        elif not stat.get("executable"):
+            found.append(
+                f"{key} runs {path}, which is not executable, so keepalived disables it; chmod 0755 it or deploy it "
+                "with lvs_director_script_files"
+            )
+        elif _writable_by_non_root(stat) or (folder and _writable_by_non_root(folder)):
+            what, shown = (path, stat) if _writable_by_non_root(stat) else (f"its folder {path.rsplit('/', 1)[0] or '/'}",
+                                                                        folder)
+            found.append(
+                f"{key} runs {path}, but {what} is writable by a non-root user (owner uid {shown.get('uid')}, mode "
+                f"{shown.get('mode')}), so keepalived's script security disables it (\"Unsafe permissions\"); make "
+                "it root-owned and not group- or other-writable (chown root:root, chmod go-w) or deploy it with "
+                "lvs_director_script_files"
+            )
+    return found
+
+
+def _quote_problems(host, config):
+    """Values the template writes in double quotes: keepalived has no escape for a quote there."""
+    found = []
+    if _unquotable(config["router_id"]):
+        found.append(f"{host}: lvs_director_router_id {config['router_id']!r} contains a double quote, a backslash "
+                     "or a line break, which keepalived cannot read; use plain characters")
+    values = [(f"lvs_director_vrrp_scripts[{s['name']}].script", s["script"]) for s in config["vrrp_scripts"]]
+    for instance in config["vrrp_instances"]:
+        values += [(f"lvs_director_vrrp_instances[{instance['name']}].{k}", instance[k]) for k in NOTIFY_KEYS]
+    for server in config["virtual_servers"]:
+        key = f"lvs_director_virtual_servers[{server['address']}:{server['port']}]"
+        values += [(f"{key}.{k}", server[k]) for k in ("quorum_up", "quorum_down", "virtualhost")]
+        for real in server["real_servers"]:
+            real_key = f"{key}.real_servers[{real['address']}]"
+            values += [(f"{real_key}.{k}", real[k]) for k in REAL_SERVER_SCRIPT_KEYS]
+            values += [(f"{real_key}.check.{k}", real["check"][k]) for k in ("misc_path", "url_path", "virtualhost")]
+    for key, value in values:
+        if value is not None and _unquotable(value):
+            found.append(f"{host}: {key} is {value!r}, which holds a double quote, a backslash or a line break that "
+                         "keepalived cannot read inside a quoted value; use a wrapper script without them")
+    return found
 
 
 def _unicast_problems(config, instance, key):
@@ -327,37 +539,43 @@ def _virtual_server_problems(host, config, server):
     reals = server["real_servers"]
     if not reals:
         errors.append(f"{key}.real_servers is empty; list at least one real server")
+    if server["lvs_method"] not in SUPPORTED_METHODS:
+        errors.append(
+            f"{key}.lvs_method is {server['lvs_method']}, which this role does not set up (NAT needs ip_forward and "
+            "the replies routed back through the director, TUN an ipip tunnel on every real server); use "
+            "lvs_method: DR"
+        )
     seen = set()
     for real in reals:
         endpoint = (real["address"], real["port"])
         if endpoint in seen:
             errors.append(f"{key}.real_servers lists {real['address']}:{real['port']} more than once; keep one entry")
         seen.add(endpoint)
-        if real["check"]["type"] == "MISC_CHECK" and not real["check"]["misc_path"]:
+        errors += _check_problems(f"{key}.real_servers[{real['address']}].check", server, real["check"])
+        if real["port"] != server["port"]:
             errors.append(
-                f"{key}.real_servers[{real['address']}].check is MISC_CHECK without misc_path; set misc_path to the "
-                "check command"
+                f"{key}.real_servers[{real['address']}].port is {real['port']} but DR cannot rewrite ports; use port "
+                f"{server['port']}"
             )
-        if server["lvs_method"] in DIRECT_METHODS and real["port"] != server["port"]:
-            errors.append(
-                f"{key}.real_servers[{real['address']}].port is {real['port']} but {server['lvs_method']} cannot "
-                f"rewrite ports; use port {server['port']} (or lvs_method NAT)"
-            )
-    total_weight = sum(real["weight"] for real in reals)
-    if server["quorum"] is not None and server["quorum"] > total_weight:
+    errors += _quorum_problems(key, server, warnings)
+    sorry = server["sorry_server"]
+    if sorry and sorry["port"] != server["port"]:
         errors.append(
-            f"{key}.quorum is {server['quorum']} but the real servers' weights add up to {total_weight}, so the "
-            f"service could never be up; use a quorum of at most {total_weight}"
+            f"{key}.sorry_server.port is {sorry['port']} but DR cannot rewrite ports, so the sorry server would get "
+            f"the traffic on port {server['port']}; use port {server['port']} (or leave the port out)"
         )
-    if server["lvs_sched"] == "sh":
-        text = (
-            f"{key}.lvs_sched is sh (source hashing): clients behind one NAT address all hash to one real server; "
-            "use wlc or lc for long sessions, or persistence_timeout_s for affinity"
+    pinning = _pinning_advice(key, server)
+    if pinning and config["clients_behind_nat"]:
+        errors.append(pinning + " (lvs_director_clients_behind_nat is true)")
+    elif pinning and server["lvs_sched"] in SOURCE_HASH_SCHEDULERS:
+        warnings.append(pinning)
+    sysctls = config["sysctls"] or {}
+    if not server["inhibit_on_failure"] and str(sysctls.get("net.ipv4.vs.expire_nodest_conn", "0")) == "1":
+        warnings.append(
+            f"{key}.inhibit_on_failure is false: a failed check (a false alarm too) removes the real server and, with "
+            "net.ipv4.vs.expire_nodest_conn=1, resets its established sessions; set inhibit_on_failure: true "
+            "(weight 0 keeps them), or set expire_nodest_conn to 0 in lvs_director_sysctls"
         )
-        if config["clients_behind_nat"]:
-            errors.append(text + " (lvs_director_clients_behind_nat is true)")
-        else:
-            warnings.append(text)
     vips = {vip.split("/")[0] for instance in config["vrrp_instances"] for vip in instance["virtual_ipaddresses"]}
     if server["address"] not in vips:
         warnings.append(
@@ -367,9 +585,114 @@ def _virtual_server_problems(host, config, server):
     return [_problem([host], m) for m in errors], [_problem([host], m) for m in warnings]
 
 
+def _check_problems(key, server, check):
+    """One real server's check against its service: a kind that fits the protocol, values keepalived can read."""
+    found = []
+    kind = check["type"]
+    if kind == "MISC_CHECK" and not check["misc_path"]:
+        found.append(f"{key} is MISC_CHECK without misc_path; set misc_path to the check command")
+    if server["protocol"] == "UDP" and kind in TCP_ONLY_CHECKS:
+        found.append(
+            f"{key} is {kind} on a UDP service, so every real server fails it and leaves the pool; use UDP_CHECK, "
+            "DNS_CHECK, PING_CHECK or MISC_CHECK"
+        )
+    if kind == "MISC_CHECK" and check["misc_timeout_s"] is not None and not _whole_positive(check["misc_timeout_s"]):
+        found.append(
+            f"{key}.misc_timeout_s is {check['misc_timeout_s']}, but keepalived 2.2.7 reads whole seconds; use a "
+            "whole number of at least 1"
+        )
+    if kind in ("HTTP_GET", "SSL_GET") and not re.fullmatch(
+        rf"{STATUS_CODE_PART}( {STATUS_CODE_PART})*", check["status_code"]
+    ):
+        found.append(
+            f"{key}.status_code is {check['status_code']!r}; use codes or ranges from 100 to 599 separated by spaces, "
+            "e.g. 200-299 (keepalived's default) or 200 301"
+        )
+    if kind == "UDP_CHECK" and check["payload_hex"] and not re.fullmatch(r"[0-9a-fA-F ]+", str(check["payload_hex"])):
+        found.append(f"{key}.payload_hex is {check['payload_hex']!r}; use hexadecimal digits, e.g. 68656c6c6f")
+    return found
+
+
+def _whole_positive(value):
+    return isinstance(value, int) and value >= 1
+
+
+def _quorum_problems(key, server, warnings):
+    found = []
+    total_weight = sum(real["weight"] for real in server["real_servers"])
+    quorum = server["quorum"]
+    if quorum is not None and quorum > total_weight:
+        found.append(
+            f"{key}.quorum is {quorum} but the real servers' weights add up to {total_weight}, so the "
+            f"service could never be up; use a quorum of at most {total_weight}"
+        )
+    if server["hysteresis"] is not None and not 0 <= server["hysteresis"] < (quorum or 1):
+        found.append(
+            f"{key}.hysteresis is {server['hysteresis']}; use 0 to {(quorum or 1) - 1} (below the quorum, "
+            f"{quorum or 1})"
+        )
+    if quorum is not None and not server["sorry_server"] and not server["quorum_down"]:
+        warnings.append(
+            f"{key}.quorum is set without sorry_server or quorum_down: when the quorum is lost keepalived changes "
+            "nothing in IPVS (only a sorry server replaces the pool); add sorry_server or quorum_down, or drop quorum"
+        )
+    return found
+
+
+def _pinning_advice(key, server):
+    """sh / mh and persistence pin every client behind one NAT address to one real server (as ipvs_spread says)."""
+    if server["lvs_sched"] in SOURCE_HASH_SCHEDULERS:
+        return (
+            f"{key}.lvs_sched is {server['lvs_sched']} (source hashing): clients behind one NAT address all land on "
+            "one real server, and so does persistence_timeout_s; use wlc or lc, which spread connections"
+        )
+    if server["persistence_timeout_s"]:
+        return (
+            f"{key}.persistence_timeout_s is {server['persistence_timeout_s']}: every client behind one NAT address "
+            "stays on one real server for that time; drop persistence, or narrow it with persistence_granularity "
+            "only where sessions need it"
+        )
+    return None
+
+
+def _global_problems(host, config):
+    """(errors, warnings) of the host-wide settings."""
+    found, warnings = [], []
+    auto = config["max_auto_priority"]
+    if auto is not None and not MAX_AUTO_PRIORITY_RANGE[0] <= auto <= MAX_AUTO_PRIORITY_RANGE[1]:
+        found.append(f"{host}: lvs_director_max_auto_priority is {auto}; use -1 (off) to 99")
+    for key, value in (config["lvs_timeouts"] or {}).items():
+        if not _whole_positive(value):
+            found.append(f"{host}: lvs_director_lvs_timeouts.{key} is {value}; use a whole number of seconds, 1 or "
+                         "more")
+    for script in config["vrrp_scripts"]:
+        for key in WHOLE_SECOND_KEYS:
+            value = script[key]
+            if value is not None and not _whole_positive(value):
+                found.append(
+                    f"{host}: lvs_director_vrrp_scripts[{script['name']}].{key} is {value}, but keepalived 2.2.7 "
+                    "reads whole seconds; use a whole number of at least 1"
+                )
+    sysctls = config["sysctls"] or {}
+    inhibited = [server for server in config["virtual_servers"] if server["inhibit_on_failure"]]
+    if config["virtual_servers"] and not inhibited and str(
+        sysctls.get("net.ipv4.vs.expire_quiescent_template", "0")
+    ) == "1":
+        warnings.append(
+            f"{host}: lvs_director_sysctls sets net.ipv4.vs.expire_quiescent_template=1, which acts only on real "
+            "servers at weight 0, but no virtual server sets inhibit_on_failure; set inhibit_on_failure: true or "
+            "drop the setting"
+        )
+    return found, warnings
+
+
 def _host_problems(config):
     host = config["host"]
     errors, warnings = [], []
+    global_errors, global_warnings = _global_problems(host, config)
+    errors += [_problem([host], message) for message in global_errors]
+    warnings += [_problem([host], message) for message in global_warnings]
+    errors += [_problem([host], message) for message in _quote_problems(host, config) + _script_problems(host, config)]
     if not config["vrrp_only"] and not config["ipvs_available"]:
         errors.append(
             _problem(
@@ -462,6 +785,89 @@ def _peer_problems(configs):
     return errors
 
 
+def _priority_gap_warnings(configs):
+    """A failing weighted track script on the intended master that cannot bring it below its best backup."""
+    warnings = []
+    scripts = {config["host"]: {s["name"]: s for s in config["vrrp_scripts"]} for config in configs}
+    by_vrid = defaultdict(list)
+    for config in configs:
+        for instance in config["vrrp_instances"]:
+            by_vrid[instance["virtual_router_id"]].append((config["host"], instance))
+    for vrid, members in sorted(by_vrid.items()):
+        masters = [(host, inst) for host, inst in members if inst["state"] == "MASTER"]
+        backups = [(host, inst) for host, inst in members if inst["state"] != "MASTER"]
+        if len(masters) != 1 or not backups:
+            continue
+        master, inst = masters[0]
+        backup, best = max(backups, key=lambda member: member[1]["priority"])
+        for name in inst["track_scripts"]:
+            weight = (scripts[master].get(name) or {}).get("weight")
+            if weight is None or weight >= 0 or inst["priority"] == PRIORITY_RANGE[1]:
+                continue
+            lowered = inst["priority"] + weight
+            if lowered >= best["priority"]:
+                gap = inst["priority"] - best["priority"]
+                warnings.append(
+                    _problem(
+                        [master],
+                        f"{master}: lvs_director_vrrp_scripts[{name}].weight is {weight}: a failure lowers {master}'s "
+                        f"priority for VRID {vrid} from {inst['priority']} to {lowered}, not below {backup}'s "
+                        f"{best['priority']}, so it never moves the VIP; use a weight of -{gap + 1} or lower",
+                    )
+                )
+    return warnings
+
+
+def _virtual_server_view(server):
+    """What a client gets from a virtual server, comparable between directors."""
+    view = {key: server[key] for key in PEER_VIRTUAL_SERVER_KEYS if key not in ("real_servers", "check")}
+    view["check"] = server["check"]["type"]
+    view["real_servers"] = sorted(
+        f"{real['address']}:{real['port']} weight {real['weight']} {real['check']['type']}"
+        for real in server["real_servers"]
+    )
+    return view
+
+
+def _peer_virtual_server_problems(configs):
+    """Directors that can hold one VIP must serve it the same way, or a failover silently changes the service."""
+    errors = []
+    ipvs = [config for config in configs if not config["vrrp_only"]]
+    holders = defaultdict(list)
+    for config in ipvs:
+        for vip in sorted({v.split("/")[0] for i in config["vrrp_instances"] for v in i["virtual_ipaddresses"]}):
+            holders[vip].append(config)
+    for vip, members in sorted(holders.items()):
+        if len(members) < 2:
+            continue
+        services = {}
+        for config in members:
+            for server in config["virtual_servers"]:
+                if server["address"] == vip:
+                    endpoint = f"{server['address']}:{server['port']}/{server['protocol']}"
+                    services.setdefault(endpoint, {})[config["host"]] = _virtual_server_view(server)
+        for endpoint, views in sorted(services.items()):
+            hosts = [config["host"] for config in members]
+            missing = [host for host in hosts if host not in views]
+            differing = [key for key in PEER_VIRTUAL_SERVER_KEYS
+                         if len({repr(view[key]) for view in views.values()}) > 1]
+            if not missing and not differing:
+                continue
+            details = [f"{', '.join(missing)} does not define it"] if missing else []
+            for key in differing:
+                listing = "; ".join(f"{host}: {views[host][key]}" for host in hosts if host in views)
+                details.append(f"{key} ({listing})")
+            errors.append(
+                _problem(
+                    hosts,
+                    f"lvs_director_virtual_servers[{endpoint}] differs between the directors that can hold {vip} "
+                    f"({', '.join(hosts)}): {', '.join(details)}; a failover would change the service: define it "
+                    "once for all of them (group_vars/lvs_directors)",
+                )
+            )
+    return errors
+
+
 def lvs_director_problems(configs, failed_hosts=None):
     """Every mistake across the directors of a play: ``{"errors": [...], "warnings": [...]}``.
 
@@ -484,7 +890,8 @@ def lvs_director_problems(configs, failed_hosts=None):
         host_errors, host_warnings = _host_problems(config)
         errors += host_errors
         warnings += host_warnings
-    errors += _peer_problems(configs)
+    errors += _peer_problems(configs) + _peer_virtual_server_problems(configs)
+    warnings += _priority_gap_warnings(configs)
     return {"errors": errors, "warnings": warnings}
 
 
@@ -492,4 +899,9 @@ class FilterModule:
     """Filters of the lvs_director role."""
 
     def filters(self):
-        return {"lvs_director_resolve": lvs_director_resolve, "lvs_director_problems": lvs_director_problems}
+        return {
+            "lvs_director_resolve": lvs_director_resolve,
+            "lvs_director_problems": lvs_director_problems,
+            "lvs_director_script_lookups": lvs_director_script_lookups,
+            "lvs_director_script_stats": lvs_director_script_stats,
+        }

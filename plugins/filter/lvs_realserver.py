@@ -38,11 +38,32 @@ def _vip_problem(host, vip):
     return None
 
 
+def _vips_elsewhere(host, vips, addresses):
+    """A VIP held on another interface (left there by a former director, say) makes this host answer ARP for it."""
+    if addresses is None:
+        return []
+    interfaces = json.loads(addresses) if isinstance(addresses, str) else addresses
+    found = []
+    for interface in interfaces or []:
+        name = interface.get("ifname")
+        for address in interface.get("addr_info", []):
+            if address.get("local") not in vips or name == "lo":
+                continue
+            found.append(
+                f"{host}: {address['local']} (lvs_realserver_vips) is also on {name} as "
+                f"{address['local']}/{address['prefixlen']}, so this host answers ARP for it there and takes the "
+                f"VIP's traffic from the director; remove it (ip addr del {address['local']}/{address['prefixlen']} "
+                f"dev {name}) and keep it only on lo"
+            )
+    return found
+
+
 def lvs_realserver_problems(settings):
     """One real server's settings -> a list of sentences, each naming the host, the variable and the fix.
 
     settings -- host, vips, interface, known_interfaces (None when facts are not gathered), own_addresses,
-                arp_ignore, arp_announce, check_ports
+                arp_ignore, arp_announce, check_ports, addresses (``ip -j addr show`` as text or parsed; None when
+                not read)
     """
     host = settings.get("host", "?")
     problems = []
@@ -83,6 +104,7 @@ def lvs_realserver_problems(settings):
                 f"{host}: lvs_realserver_{name} is {value!r}, which lets this host answer or announce ARP for the "
                 f"VIPs on lo and steal their traffic; use {' or '.join(str(v) for v in quiet)}"
             )
+    problems += _vips_elsewhere(host, bare, settings.get("addresses"))
     for port in settings.get("check_ports") or []:
         port = _as_int(port)
         if not isinstance(port, int) or not PORT_RANGE[0] <= port <= PORT_RANGE[1]:

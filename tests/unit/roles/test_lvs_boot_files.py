@@ -84,37 +84,72 @@ def test_drop_in_runs_the_cleanup_after_every_stop_and_ignores_its_failure(rende
     assert "ExecStopPost=-/etc/keepalived/hpc-balance-vip-cleanup\n" in text
 
 
-def render_cleanup(render, tmp_path, vrrp_only):
+def render_cleanup(render, tmp_path, vrrp_only=False, daemon_args=()):
     script = tmp_path / "cleanup"
     script.write_text(render("lvs_director", "vip-cleanup.sh.j2", lvs_director_resolved=DIRECTOR_RESOLVED,
-                             lvs_director_vrrp_only=vrrp_only))
+                             lvs_director_vrrp_only=vrrp_only, lvs_director_daemon_args=list(daemon_args),
+                             lvs_director_pid_file=str(tmp_path / "keepalived.pid")))
     return script
 
 
-def test_cleanup_script_removes_every_vip_from_its_interface(render, tmp_path):
-    script = render_cleanup(render, tmp_path, vrrp_only=False)
-    text = script.read_text()
-    assert "ip addr del 198.18.0.100/32 dev eth0 " in text
-    assert "ip addr del 198.18.0.101/24 dev vec0 " in text
-    assert text.index("pidof keepalived") < text.index("ip addr del")
+def run_cleanup(script, tmp_path, service_result=None):
+    """Run the cleanup with stand-ins for ip and ipvsadm that only log their arguments; the log's lines."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    log = tmp_path / "calls.log"
+    for tool in ("ip", "ipvsadm"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{log}"\n')
+        (bin_dir / tool).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    if service_result is not None:
+        env["SERVICE_RESULT"] = service_result
+    subprocess.run(["sh", str(script)], env=env, check=True, capture_output=True, timeout=30)
+    return log.read_text().splitlines() if log.exists() else []
+
+
+EVERYTHING = [
+    "ip addr del 198.18.0.100/32 dev eth0",
+    "ip addr del 198.18.0.101/24 dev vec0",
+    "ip addr del 198.18.0.102/32 dev vec0",
+    "ipvsadm -D -t 198.18.0.100:80",
+    "ipvsadm -D -u 198.18.0.101:53",
+    "ipvsadm -D --sctp-service [2001:db8::100]:9000",
+]
+
+
+@pytest.mark.parametrize(
+    ("service_result", "daemon_args", "vrrp_only", "expected"),
+    [
+        pytest.param("signal", [], False, EVERYTHING, id="crash under systemd: VIPs and this config's services"),
+        pytest.param("core-dump", [], False, EVERYTHING, id="core dump under systemd"),
+        pytest.param("success", [], False, [], id="clean stop: keepalived released everything itself"),
+        pytest.param("signal", ["--dont-release-ipvs"], False, EVERYTHING[:3], id="--dont-release-ipvs is kept"),
+        pytest.param("signal", ["--dont-release-vrrp"], False, EVERYTHING[3:], id="--dont-release-vrrp is kept"),
+        pytest.param("signal", [], True, EVERYTHING[:3], id="VRRP only: no IPVS"),
+        pytest.param(None, [], False, EVERYTHING, id="by hand, no keepalived pid file"),
+    ],
+)
+def test_cleanup_removes_only_what_this_keepalived_left_after_a_crash(render, tmp_path, service_result, daemon_args,
+                                                                     vrrp_only, expected):
+    script = render_cleanup(render, tmp_path, vrrp_only=vrrp_only, daemon_args=daemon_args)
     assert shell_problems(script) == ""
+    assert run_cleanup(script, tmp_path, service_result) == expected
 
 
-def test_cleanup_script_removes_the_ipvs_services_a_crashed_keepalived_left(render, tmp_path):
-    # A restarted keepalived cannot add a service that still exists and keeps its stale weights and real servers.
-    script = render_cleanup(render, tmp_path, vrrp_only=False)
-    text = script.read_text()
-    assert "\nipvsadm -D -t '198.18.0.100:80' " in text
-    assert "\nipvsadm -D -u '198.18.0.101:53' " in text
-    assert "\nipvsadm -D --sctp-service '[2001:db8::100]:9000' " in text
-    assert text.index("pidof keepalived") < text.index("ipvsadm -D")
-    assert shell_problems(script) == ""
-
-
-def test_cleanup_script_leaves_ipvs_alone_in_vrrp_only_mode(render, tmp_path):
-    text = render_cleanup(render, tmp_path, vrrp_only=True).read_text()
-    assert "ip addr del 198.18.0.100/32 dev eth0 " in text
-    assert "ipvsadm" not in text
+def test_cleanup_by_hand_leaves_a_live_keepalived_alone_whatever_runs_elsewhere(render, tmp_path):
+    """Scoped to this keepalived's pid file: `pidof keepalived` would also see other namespaces' keepalived."""
+    script = render_cleanup(render, tmp_path)
+    assert "pidof" not in script.read_text()
+    fake = tmp_path / "keepalived"
+    fake.symlink_to(shutil.which("sleep"))
+    with subprocess.Popen([str(fake), "30"]) as live:
+        try:
+            (tmp_path / "keepalived.pid").write_text(f"{live.pid}\n")
+            assert run_cleanup(script, tmp_path) == []
+        finally:
+            live.kill()
+    (tmp_path / "keepalived.pid").write_text("999999999\n")  # stale: the keepalived it named is gone
+    assert run_cleanup(script, tmp_path) == EVERYTHING
 
 
 def test_sysv_boot_script_applies_the_arp_settings_before_the_vips(render, tmp_path):

@@ -46,9 +46,24 @@ def everything():
             {"address": "198.18.0.100", "port": 53, "protocol": "UDP", "lvs_sched": "rr",
              "check": {"type": "MISC_CHECK", "misc_path": "/bin/true", "misc_timeout_s": 4},
              "real_servers": [{"address": "198.18.0.21"}]},
-            {"address": "198.18.0.101", "port": 443, "lvs_method": "NAT", "check": {"type": "none"},
-             "real_servers": [{"address": "198.18.0.21", "port": 8443}]},
+            {"address": "198.18.0.101", "port": 443, "check": {"type": "none"}, "alpha": True,
+             "real_servers": [{"address": "198.18.0.21"}]},
+            {"address": "198.18.0.101", "port": 8443, "persistence_timeout_s": 60,
+             "persistence_granularity": "255.255.255.0", "quorum": 2, "hysteresis": 1,
+             "quorum_up": "/bin/true up", "quorum_down": "/bin/true down",
+             "sorry_server": {"address": "198.18.0.30"}, "sorry_server_inhibit": True, "virtualhost": "www.lab#1",
+             "check": {"type": "SSL_GET", "url_path": "/health", "status_code": "200-299 301", "virtualhost": "api"},
+             "real_servers": [{"address": "198.18.0.21", "weight": 2, "notify_up": "/bin/true up",
+                               "notify_down": "/bin/true down"}]},
+            {"address": "198.18.0.101", "port": 7, "protocol": "UDP", "inhibit_on_failure": False,
+             "check": {"type": "UDP_CHECK", "payload_hex": "6869", "require_reply": True},
+             "real_servers": [{"address": "198.18.0.21"},
+                              {"address": "198.18.0.22", "check": {"type": "PING_CHECK"}},
+                              {"address": "198.18.0.23", "check": {"type": "DNS_CHECK", "dns_type": "A",
+                                                                   "dns_name": "lab."}}]},
         ],
+        "lvs_timeouts": {"tcp_s": 900, "tcpfin_s": 120, "udp_s": 300},
+        "max_auto_priority": 50,
     })
 
 
@@ -71,7 +86,7 @@ def test_sets_reload_check_config(render):
 def test_authentication_only_where_a_secret_is_set(render):
     text = render_config(render, everything())
     assert text.count("authentication {") == 1
-    assert "        auth_pass s3cret\n" in text
+    assert '        auth_pass "s3cret"\n' in text
 
 
 def test_vips_are_bound_to_the_instance_interface(render):
@@ -82,7 +97,7 @@ def test_vips_are_bound_to_the_instance_interface(render):
 
 def test_no_check_block_for_check_type_none(render):
     text = render_config(render, everything())
-    server = text[text.index("virtual_server 198.18.0.101 443"):]
+    server = text[text.index("virtual_server 198.18.0.101 443"):text.index("virtual_server 198.18.0.101 8443")]
     assert "_CHECK" not in server and "HTTP_GET" not in server
 
 
@@ -103,3 +118,51 @@ def test_keepalived_rejects_an_unknown_keyword_so_the_check_can_fail(render, tmp
                             capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode != 0
     assert "Unknown keyword 'vrrp_garp_master_refreshh'" in result.stderr
+
+
+def test_a_udp_service_gets_udp_checks_and_the_options_operators_expect(render):  # issue 18: 2 and options
+    text = render_config(render, everything())
+    udp = text[text.index("virtual_server 198.18.0.101 7 {"):]
+    assert "        UDP_CHECK {\n            payload 6869\n            require_reply\n" in udp
+    assert "        PING_CHECK {\n" in udp and "            type A\n            name \"lab.\"\n" in udp
+    assert "TCP_CHECK" not in udp and "inhibit_on_failure" not in udp
+    assert "    lvs_timeouts tcp 900 tcpfin 120 udp 300\n" in text
+    assert "    max_auto_priority 50\n" in text
+    assert "                status_code 200-299 301\n                virtualhost \"api\"\n" in text
+    assert '    virtualhost "www.lab#1"\n' in text
+
+
+def test_inhibit_on_failure_is_written_by_default(render):  # issue 18: 7
+    text = render_config(render, everything())
+    http = text[text.index("virtual_server 198.18.0.100 80 {"):text.index("virtual_server 198.18.0.100 53 {")]
+    assert "    inhibit_on_failure\n" in http
+
+
+@pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
+@pytest.mark.parametrize(("line", "read_whole"), [('auth_pass "ab#cdefghij"', True), ("auth_pass ab#cdefghij", False)])
+def test_keepalived_reads_a_hash_inside_quotes_and_a_comment_outside(tmp_path, line, read_whole):  # issue 18: 6
+    """keepalived 2.2.7 warns "Truncating auth_pass to 8 characters" only when it read all 11: the quoted form."""
+    config = tmp_path / "keepalived.conf"
+    config.write_text(
+        "vrrp_instance VI {\n state BACKUP\n interface eth0\n virtual_router_id 51\n priority 100\n version 2\n"
+        f" authentication {{\n  auth_type PASS\n  {line}\n }}\n virtual_ipaddress {{\n  198.18.0.250/32\n }}\n}}\n"
+    )
+    result = subprocess.run([KEEPALIVED, "--config-test", "--use-file", str(config)], capture_output=True, text=True,
+                            timeout=30, check=False)
+    assert ("Truncating auth_pass to 8 characters" in result.stderr) is read_whole, result.stderr
+
+
+def test_the_template_quotes_every_value_that_can_hold_a_comment_character(render):  # issue 18: 6
+    resolved = everything()
+    resolved["router_id"] = "dir#1"
+    resolved["vrrp_instances"][1]["auth_pass"] = "ab#c!d"
+    text = render_config(render, resolved)
+    assert '    router_id "dir#1"\n' in text
+    assert '        auth_pass "ab#c!d"\n' in text
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#") or not any(char in stripped for char in "#!"):
+            continue
+        # Anything after a # or ! outside quotes would be a comment to keepalived.
+        outside = stripped.split('"')[0::2]
+        assert not any(char in part for part in outside for char in "#!"), line

@@ -1,0 +1,83 @@
+"""Issue 18: what the LVS roles' task files do, read from the files (the behaviour itself runs in the molecule
+scenarios lvs-netns and lvs-uml)."""
+
+from __future__ import annotations
+
+from lvs_role_files import ROLES, load_yaml
+
+
+def tasks(role, name):
+    return load_yaml(ROLES / role / name)
+
+
+def by_name(entries, name):
+    (entry,) = [entry for entry in entries if entry["name"] == name]
+    return entry
+
+
+def test_the_port_check_waits_on_the_address_keepalived_checks_and_says_so():  # 11
+    task = load_yaml(ROLES / "lvs_realserver" / "tasks" / "check_ports.yml")[0]
+    assert task["loop"] == (
+        "{{ (lvs_realserver_vip_cidrs + [lvs_realserver_own_address]) | product(lvs_realserver_check_ports) | list }}"
+    )
+    message = " ".join(task["ansible.builtin.wait_for"]["msg"].split())
+    assert "or the VIP" not in message
+    assert message.endswith(
+        "clients connect to the VIP and the directors' health checks to this host's own address "
+        "({{ lvs_realserver_own_address }}), so start the service on this port listening on 0.0.0.0 (or on both "
+        "addresses)"
+    )
+
+
+def test_a_reload_that_an_earlier_run_left_pending_is_notified_again():  # 4
+    config = tasks("lvs_director", "tasks/config.yml")
+    marker = by_name(config, "Look for a reload an earlier run left pending")
+    assert marker["ansible.builtin.stat"]["path"] == "{{ lvs_director_reload_marker_path }}"
+    write = by_name(config, "Write keepalived.conf (checked with keepalived -t first; a broken file never replaces the "
+                            "live one)")
+    assert write["notify"] == "Reload keepalived"
+    assert write["changed_when"] == ("lvs_director_config.changed or (lvs_director_reload_marker.stat.exists and "
+                                     "lvs_director_pids_before.rc == 0)")
+    mark = by_name(config, "Mark the reload as pending until a handler has run it")
+    assert mark["when"] == "lvs_director_config is changed and lvs_director_pids_before.rc == 0"
+    assert config.index(marker) < config.index(write) < config.index(mark)
+    forget = by_name(tasks("lvs_director", "handlers/main.yml"), "Forget the pending reload")
+    assert forget["listen"] == ["Reload keepalived", "Restart keepalived"]
+    assert forget["ansible.builtin.file"] == {"path": "{{ lvs_director_reload_marker_path }}", "state": "absent"}
+
+
+def test_restarts_roll_over_the_directors_backups_first_the_master_last():  # 5
+    handlers = tasks("lvs_director", "handlers/main.yml")
+    rolling = by_name(handlers, "Restart keepalived on one director at a time, backups first, the master last")
+    assert rolling["run_once"] is True
+    assert rolling["loop"] == "{{ lvs_director_restart_order }}"
+    assert rolling["ansible.builtin.include_tasks"] == "restart_one.yml"
+    # No handler restarts keepalived on every notified host at once any more.
+    assert [h for h in handlers if "restarted" in str(h) or "stopped" in str(h)] == []
+    steps = tasks("lvs_director", "tasks/restart_one.yml")
+    assert all(step["delegate_to"] == "{{ lvs_director_restart_host }}" for step in steps)
+    assert steps[-1]["name"] == "Wait until keepalived runs again here and, on the intended master, holds its VIPs"
+    order = load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_restart_order"]
+    assert "sort(attribute='lvs_director_restart_rank')" in order
+    note = by_name(tasks("lvs_director", "tasks/config.yml"),
+                   "Note whether this director's keepalived must restart, and its place in the rolling restart")
+    assert note["ansible.builtin.set_fact"]["lvs_director_restart_rank"].split() == [
+        "{{", "(1000", "if", "lvs_director_master_vips", "|", "length", ">", "0", "else", "0)", "+",
+        "(lvs_director_resolved.vrrp_instances", "|", "map(attribute='priority')", "|", "max", "|", "default(0))",
+        "}}"]
+
+
+def test_restart_order_puts_backups_first_by_priority_and_masters_last():  # 5
+    import jinja2
+
+    order = load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_restart_order"]
+    hosts = {
+        "dir1": {"inventory_hostname": "dir1", "lvs_director_restart_pending": True, "lvs_director_restart_rank": 1150},
+        "dir2": {"inventory_hostname": "dir2", "lvs_director_restart_pending": True, "lvs_director_restart_rank": 100},
+        "dir3": {"inventory_hostname": "dir3", "lvs_director_restart_pending": True, "lvs_director_restart_rank": 90},
+        "dir4": {"inventory_hostname": "dir4", "lvs_director_restart_pending": False, "lvs_director_restart_rank": 80},
+    }
+    environment = jinja2.Environment()
+    environment.filters["extract"] = lambda name, mapping: mapping[name]
+    rendered = environment.from_string(order).render(ansible_play_hosts=list(hosts), hostvars=hosts)
+    assert rendered.strip() == "['dir3', 'dir2', 'dir1']"
