@@ -36,7 +36,7 @@ def test_smoke_prints_one_json_object_and_exits_zero(smoke_run):
     done, _ = smoke_run
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)  # the whole stdout is one object
-    assert set(result) == {"ok", "version", "device", "checks", "timings_s", "records"}
+    assert set(result) == {"ok", "version", "device", "checks", "timings_s", "records", "devices", "runtime"}
     assert result["ok"] is True and result["version"] == "0.1.0"
     names = [c["name"] for c in result["checks"]]
     assert names == [

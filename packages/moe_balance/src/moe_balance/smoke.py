@@ -9,13 +9,29 @@ Checks, each small enough for a 2-core CPU (the whole run takes a few seconds):
 - ``fractions_sum_to_one``: sum f = 1 and sum P = 1;
 - ``analytic_gradients``: the fused pass's closed-form gradient against autograd through the plain path;
 - ``bias_balancing``: a synthetic skewed run where the aux-loss-free bias takes max/mean from above 2 to below 1.2.
+
+They run on every chosen device (``--device auto`` = every GPU torch sees, else the CPU); the first device's checks
+are the top-level ``checks``, the others are summed up in ``other_devices`` and listed in ``devices``. Optional
+checks, for hosts that must prove their GPUs rather than fall back to the CPU quietly:
+
+- ``gpu_required``: every device is a GPU and torch sees as many GPUs as the driver lists (``--expect-gpus``);
+- ``allreduce``: one process per device all-reduces a tensor through torch.distributed (NCCL on GPUs, gloo on CPUs)
+  and gets the exact sum, with its time and algorithm bandwidth.
+
+``runtime`` records what the result depends on: torch, ``torch.version.cuda``, cuDNN, NCCL, the driver and the GPU
+models.
 """
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
+import json
 import platform
+import re
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -206,12 +222,146 @@ def run_bias_balancing(
     return {"ok": ok, "detail": detail}, records
 
 
-def run_smoke(device: str = "auto", seed: int = 0) -> dict[str, Any]:
-    """Run every check; returns the JSON-ready result (``ok`` is the conjunction of the checks)."""
-    started = time.perf_counter()
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
+def resolve_devices(spec: str) -> list[torch.device]:
+    """``auto`` (every GPU torch sees, else the CPU), ``all`` (every GPU), ``cpu``, ``cuda``, ``cuda:1``, ``0,2``."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if spec == "auto":
+        return [torch.device("cuda", i) for i in range(count)] or [torch.device("cpu")]
+    if spec == "all":
+        return [torch.device("cuda", i) for i in range(count)]
+    if re.fullmatch(r"\d+(,\d+)*", spec):
+        return [torch.device("cuda", int(i)) for i in spec.split(",")]
+    return [torch.device(spec)]
+
+
+def _driver_version() -> str | None:
+    """The NVIDIA kernel driver's version, from /proc/driver/nvidia/version (no nvidia-smi needed)."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return None
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)", text)
+    return match.group(1) if match else None
+
+
+def runtime_info() -> dict[str, Any]:
+    """What a GPU result depends on: torch and its CUDA, cuDNN and NCCL builds, the driver, the GPU models."""
+    cuda = torch.cuda.is_available()
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "nccl": None,
+        "driver": _driver_version(),
+        "cuda_available": cuda,
+        "device_count": torch.cuda.device_count() if cuda else 0,
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [],
+    }
+    if cuda:
+        try:
+            version = torch.cuda.nccl.version()
+            info["nccl"] = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+        except Exception:  # NCCL is absent from some builds; the record says so instead of failing
+            info["nccl"] = None
+    return info
+
+
+def check_gpu_required(devices: list[torch.device], expect_gpus: int | None) -> dict[str, Any]:
+    """Every device is a GPU, and torch sees as many GPUs as the driver lists (when that number is given)."""
+    seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    on_cpu = [str(d) for d in devices if d.type != "cuda"]
+    problems = []
+    if not devices:
+        problems.append("no GPU device to test: torch.cuda.is_available() is false")
+    if on_cpu:
+        problems.append(f"the smoke test would run on {', '.join(on_cpu)}, not on a GPU")
+    if expect_gpus is not None and seen != expect_gpus:
+        problems.append(
+            f"torch sees {seen} GPU(s) and the driver lists {expect_gpus}: check CUDA_VISIBLE_DEVICES, MIG, and that "
+            "torch's CUDA build runs on this driver"
+        )
+    detail = {"devices": [str(d) for d in devices], "torch_device_count": seen, "driver_gpu_count": expect_gpus}
+    return {"ok": not problems, "detail": {**detail, "problems": problems}}
+
+
+def _allreduce_rank(rank: int, world: int, backend: str, devices: list[str], folder: str, numel: int, timeout_s: float):
+    """One rank of the all-reduce check (a spawned process): sum of (rank + 1) over the ranks, then 5 timed rounds."""
+    import torch.distributed as dist
+
+    device = torch.device(devices[rank])
+    result: dict[str, Any] = {"rank": rank, "device": str(device), "ok": False}
+    try:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(
+            backend,
+            init_method=f"file://{folder}/store",
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=timeout_s),
+        )
+        tensor = torch.full((numel,), float(rank + 1), device=device)
+        dist.all_reduce(tensor)
+        want = world * (world + 1) / 2
+        result["ok"] = bool((tensor == want).all())
+        result["value"] = float(tensor[0])
+        rounds = 5
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        for _ in range(rounds):
+            dist.all_reduce(tensor)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = (time.perf_counter() - started) / rounds
+        result["seconds_per_round"] = round(seconds, 6)
+        result["algbw_gb_per_s"] = round(numel * tensor.element_size() / seconds / 1e9, 3)
+        dist.destroy_process_group()
+    except Exception as error:  # the parent reports it with the rank
+        result["error"] = f"{type(error).__name__}: {error}"
+    Path(folder, f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def check_allreduce(devices: list[torch.device], timeout_s: float = 120, numel: int = 1 << 22) -> dict[str, Any]:
+    """All-reduce across ``devices``, one process per device (NCCL on GPUs, gloo on CPUs), within ``timeout_s``.
+
+    NOTE: processes are spawned, not forked: a CUDA context does not survive a fork.
+    """
+    import torch.multiprocessing as mp
+
+    world = len(devices)
+    backend = "nccl" if devices and all(d.type == "cuda" for d in devices) else "gloo"
+    detail: dict[str, Any] = {"backend": backend, "world_size": world, "numel": numel}
+    if world < 2:
+        return {"ok": True, "detail": {**detail, "skipped": "one device: nothing to all-reduce across"}}
+    with tempfile.TemporaryDirectory(prefix="moe_balance_allreduce_") as folder:
+        context = mp.start_processes(
+            _allreduce_rank,
+            args=(world, backend, [str(d) for d in devices], folder, numel, timeout_s),
+            nprocs=world,
+            join=False,
+            start_method="spawn",
+        )
+        deadline = time.monotonic() + timeout_s + 60
+        try:
+            while not context.join(timeout=1):
+                if time.monotonic() > deadline:
+                    for process in context.processes:
+                        process.kill()
+                    detail["error"] = f"the ranks did not finish within {timeout_s + 60:.0f} s (a hung collective?)"
+                    break
+        except Exception as error:  # a rank that died (ProcessExitedException) is reported, not raised
+            detail["error"] = f"{type(error).__name__}: {error}"
+        ranks = []
+        for rank in range(world):
+            path = Path(folder, f"rank{rank}.json")
+            ranks.append(json.loads(path.read_text()) if path.exists() else {"rank": rank, "ok": False})
+    detail["ranks"] = ranks
+    return {"ok": "error" not in detail and all(r["ok"] for r in ranks), "detail": detail}
+
+
+def _device_checks(dev: torch.device, seed: int) -> tuple[list[dict], dict[str, float], list[dict]]:
     generator = torch.Generator().manual_seed(seed)
     checks, timings, records = [], {}, []
 
@@ -232,14 +382,77 @@ def run_smoke(device: str = "auto", seed: int = 0) -> dict[str, Any]:
     run("fractions_sum_to_one", check_fractions, dev, generator)
     run("analytic_gradients", check_gradients, dev, generator)
     run("bias_balancing", run_bias_balancing, dev, generator)
+    return checks, timings, records
+
+
+def _device_summary(dev: torch.device, checks: list[dict], timings: dict[str, float]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"device": str(dev), "ok": all(c["ok"] for c in checks)}
+    if dev.type == "cuda":
+        properties = torch.cuda.get_device_properties(dev)
+        summary.update(
+            name=properties.name,
+            capability=f"{properties.major}.{properties.minor}",
+            memory_mib=properties.total_memory // 1048576,
+        )
+    summary["failed_checks"] = [c for c in checks if not c["ok"]]
+    summary["seconds"] = round(sum(timings.values()), 4)
+    return summary
+
+
+def run_smoke(
+    device: str = "auto",
+    seed: int = 0,
+    *,
+    require_gpu: bool = False,
+    expect_gpus: int | None = None,
+    allreduce: bool = False,
+    allreduce_ranks: int | None = None,
+    allreduce_timeout_s: float = 120,
+) -> dict[str, Any]:
+    """Run every check on every chosen device; returns the JSON-ready result (``ok`` = all checks are ok).
+
+    ``allreduce_ranks`` repeats the first device (useful for gloo on a CPU); by default one rank per device.
+    """
+    started = time.perf_counter()
+    try:
+        devices = resolve_devices(device)
+    except RuntimeError as error:
+        devices, bad_device = [], f"{type(error).__name__}: {error}"
+    else:
+        bad_device = None
+    checks: list[dict] = []
+    timings: dict[str, float] = {}
+    records: list[dict] = []
+    summaries = []
+    for position, dev in enumerate(devices):
+        device_checks, device_timings, device_records = _device_checks(dev, seed)
+        summaries.append(_device_summary(dev, device_checks, device_timings))
+        if position == 0:  # the first device's checks, timings and records are the top-level ones
+            checks, timings, records = device_checks, device_timings, device_records
+    if bad_device or not devices:
+        checks.append({"name": "devices", "ok": False, "detail": bad_device or f"--device {device} names no device"})
+    if len(devices) > 1:
+        failing = {s["device"]: [c["name"] for c in s["failed_checks"]] for s in summaries[1:] if not s["ok"]}
+        checks.append({"name": "other_devices", "ok": not failing, "detail": {"failed": failing}})
+    if require_gpu or expect_gpus is not None:
+        t0 = time.perf_counter()
+        checks.append({"name": "gpu_required", **check_gpu_required(devices, expect_gpus)})
+        timings["gpu_required"] = round(time.perf_counter() - t0, 4)
+    if allreduce:
+        ranks = devices if allreduce_ranks is None else devices[:1] * allreduce_ranks
+        t0 = time.perf_counter()
+        checks.append({"name": "allreduce", **check_allreduce(ranks, timeout_s=allreduce_timeout_s)})
+        timings["allreduce"] = round(time.perf_counter() - t0, 4)
     timings["total"] = round(time.perf_counter() - started, 4)
     from moe_balance import __version__
 
     return {
-        "ok": all(c["ok"] for c in checks),
+        "ok": bool(checks) and all(c["ok"] for c in checks),
         "version": __version__,
-        "device": device_info(dev),
+        "device": device_info(devices[0] if devices else torch.device("cpu")),
         "checks": checks,
         "timings_s": timings,
         "records": records,
+        "devices": summaries,
+        "runtime": runtime_info(),
     }
