@@ -10,8 +10,10 @@ onto one member of a team, so only parallel streams can show whether the team as
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils._spread import summarize
+from ansible_collections.hpc.balance.plugins.module_utils._units import format_bits_per_second
 
 # Tolerance when comparing a measured rate against one member link (TCP/IP overhead and timer jitter).
 LINK_TOLERANCE = 1.05
@@ -21,22 +23,12 @@ CPU_BUSY_PERCENT = 90.0
 class Iperf3Error(Exception):
     """iperf3 reported a failure, or its output is not a complete -J document."""
 
-    def __init__(self, message, iperf3_error=None):
+    def __init__(self, message: str, iperf3_error: str | None = None) -> None:
         super().__init__(message)
         self.iperf3_error = iperf3_error
 
 
-def format_bits_per_second(value):
-    """9410000000 -> '9.41 Gbit/s' (decimal prefixes, as link speeds are quoted)."""
-    if value is None:
-        return "n/a"
-    for factor, unit in ((1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
-        if abs(value) >= factor:
-            return f"{value / factor:.2f} {unit}"
-    return f"{value:.0f} bit/s"
-
-
-def load_json(text):
+def load_json(text: str) -> dict[str, Any]:
     """Parse iperf3 -J output text; raise Iperf3Error for empty, non-JSON or error-carrying output."""
     if not text or not text.strip():
         raise Iperf3Error("iperf3 printed nothing: it did not run a test; check that it was called with -J")
@@ -54,14 +46,14 @@ def load_json(text):
     return document
 
 
-def _number(mapping, key):
+def _number(mapping: dict[str, Any], key: str) -> Any:
     value = mapping.get(key) if isinstance(mapping, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value
 
 
-def parse_result(document):
+def parse_result(document: str | dict[str, Any]) -> dict[str, Any]:
     """-J document (dict or text) -> result dict. Raises Iperf3Error on an ``error`` key or a missing summary."""
     if not isinstance(document, dict):
         document = load_json(document)
@@ -132,7 +124,8 @@ def parse_result(document):
     }
 
 
-def assess(result, expected_link_bits_per_second=None, member_count=1, min_utilisation_percent=80.0):
+def assess(result: dict[str, Any], expected_link_bits_per_second: float | None = None, member_count: int = 1,
+           min_utilisation_percent: float = 80.0) -> dict[str, Any]:
     """Compare a parsed result with the team's expected capacity; return numbers and plain-words findings.
 
     ``expected_link_bits_per_second`` is the speed of ONE member link; the team's capacity is that x member_count.
@@ -204,4 +197,27 @@ def assess(result, expected_link_bits_per_second=None, member_count=1, min_utili
         value = cpu.get(key)
         if value is not None and value >= CPU_BUSY_PERCENT:
             findings.append(f"{side} CPU was {value:.0f} % busy: the result may be limited by CPU, not by the links")
+    return assessment
+
+
+def assess_against_ceiling(result: dict[str, Any], ceiling_bits_per_second: float,
+                           min_utilisation_percent: float = 80.0) -> dict[str, Any]:
+    """Grade a parallel-stream result against the path's own single-stream ceiling (no link speed known).
+
+    ``ceiling_bits_per_second`` is what ONE stream reached on the same path just before. Parallel streams should
+    carry at least ``min_utilisation_percent`` of it; less means the path, not the stream count, limits the rate
+    (a host's CPU, or flows that share a bottleneck unevenly). Returns the same keys as ``assess``.
+    """
+    assessment = assess(result, None, 1, min_utilisation_percent)
+    ceiling = float(ceiling_bits_per_second)
+    received = result["received_bits_per_second"] or 0.0
+    utilisation = 100.0 * received / ceiling
+    assessment["team_bits_per_second"] = ceiling
+    assessment["utilisation_percent"] = utilisation
+    assessment["reaches_expected"] = utilisation >= min_utilisation_percent
+    below = "" if assessment["reaches_expected"] else f", below the {min_utilisation_percent:.0f} % target"
+    assessment["findings"].insert(0, (
+        f"{len(result['streams'])} streams carried {format_bits_per_second(received)}, {utilisation:.1f} % of this "
+        f"path's single-stream ceiling {format_bits_per_second(ceiling)} (measured with 1 stream, no link speed "
+        f"given){below}"))
     return assessment

@@ -14,7 +14,14 @@ description:
     M(hpc.balance.tokens_per_expert), keyed by host, and writes C(report.md), C(report.html) and C(report.json)
     into O(dest).
   - The HTML page is self-contained (inline CSS and SVG, no scripts, nothing fetched) with small bar charts of the
-    load per real server, the throughput per stream and the tokens per expert.
+    load per real server, the throughput per stream and the tokens per expert. With O(heatmap_min_layers) or more
+    MoE layers on a host, the tokens per expert are drawn as one layers x experts heatmap (colour = tokens / the
+    layer's mean), then bars for the O(worst_layers) worst layers only. Axis labels are spaced so that none overlaps.
+  - Each layer gets a verdict and, where there is one, a reason in words, for example the skip reason of a director
+    that runs VRRP only, or the bandwidth the host-link streams were graded against.
+  - With O(history_dir), each run's C(report.json) is also kept there as C(report-NNNNNN.json), up to
+    O(history_count) runs; the report then shows each layer's number over the kept runs (worst deviation from the
+    weights, share of the expected bandwidth, worst layer max/mean) and what changed since the previous run.
   - Meant to run once on the controller; delegate the task to C(localhost) and set C(run_once).
   - Files are only rewritten when their content changes; leave O(timestamp) unset for a report that is stable
     between runs.
@@ -25,7 +32,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: In check mode nothing is written; C(changed) tells whether the files would change.
+    details: In check mode nothing is written or deleted; C(changed) tells whether the files would change.
 options:
   dest:
     description:
@@ -58,9 +65,38 @@ options:
     default: {}
   max_bars:
     description:
-      - Most bars per chart; with more members the chart shows the busiest and the least busy half each.
+      - Most bars per chart of real servers or streams; with more members the chart shows the busiest and the least
+        busy half each.
     type: int
     default: 64
+  worst_layers:
+    description:
+      - With the heatmap, how many of the worst MoE layers (highest max/mean) also get a bar chart.
+    type: int
+    default: 4
+  heatmap_min_layers:
+    description:
+      - From this many MoE layers on one host, draw a layers x experts heatmap and bars for the worst layers only;
+        below it, one bar chart per layer.
+    type: int
+    default: 5
+  windows_storage_hosts:
+    description:
+      - The hosts of the C(windows_storage) group. The host-link section names the Windows NIC team only when this
+        is not empty; otherwise it says it measures Linux client to real-server streams.
+    type: list
+    elements: str
+    default: []
+  history_dir:
+    description:
+      - Directory that keeps one C(report-NNNNNN.json) per run (created when missing). Unset, no history is kept
+        and the report shows no trend.
+    type: path
+  history_count:
+    description:
+      - How many runs O(history_dir) keeps, this one included; the oldest are deleted first.
+    type: int
+    default: 10
 seealso:
   - module: hpc.balance.ipvs_spread
   - module: hpc.balance.iperf3_throughput
@@ -74,6 +110,9 @@ EXAMPLES = r"""
     ipvs_spread: "{{ dict(directors | zip(directors | map('extract', hostvars, 'spread'))) }}"
     iperf3_throughput: "{{ {'client1': hostvars['client1'].team} }}"
     tokens_per_expert: "{{ dict(gpus | zip(gpus | map('extract', hostvars, 'experts'))) }}"
+    windows_storage_hosts: "{{ groups['windows_storage'] | default([]) }}"
+    history_dir: "{{ audit_dir }}/history"
+    history_count: 30
   vars:
     directors: "{{ groups['lvs_directors'] }}"
     gpus: "{{ groups['gpu_nodes'] }}"
@@ -120,349 +159,90 @@ written:
   sample: [/srv/audit/2024-04-12/report.html]
 verdicts:
   description:
-    - Per layer, C(balanced), C(imbalanced), C(unknown) (nothing to judge), C(error) (a reporter failed) or
-      C(not run).
+    - Per layer, C(balanced), C(imbalanced), C(unknown) (nothing to judge), C(error) (a reporter failed),
+      C(skipped) (every host skipped it, for example a director that runs VRRP only) or C(not run).
   returned: always
   type: dict
-  sample: {"network": "balanced", "host_link": "imbalanced", "compute": "not run"}
+  sample: {"network": "skipped", "host_link": "balanced", "compute": "not run"}
+reasons:
+  description: Per layer, why it got its verdict in one sentence (null where the host lines say it all).
+  returned: always
+  type: dict
+  sample: {"network": "VRRP only: this kernel has no IPVS", "host_link": "client1: 8 streams carried 9.6 Gbit/s,
+           96.0 % of this path's single-stream ceiling 10 Gbit/s, measured just before with 1 stream",
+           "compute": null}
+metrics:
+  description: Per layer, the number it is followed by over runs, with C(name), C(unit), C(value) and C(limit).
+  returned: always
+  type: dict
+  sample: {"compute": {"name": "worst layer max/mean", "unit": "x mean", "value": 1.31, "limit": 2.0}}
+changes:
+  description: What changed since the previous run in the history (only with O(history_dir)).
+  returned: when history_dir is set
+  type: list
+  elements: str
+  sample: ["compute: verdict imbalanced -> balanced; worst layer max/mean 2.41 -> 1.31 (-1.10)"]
+history:
+  description: The history kept in O(history_dir).
+  returned: when history_dir is set
+  type: dict
+  contains:
+    file:
+      description: The copy of this run's report.json (also in check mode, where it is not written).
+      returned: always
+      type: str
+      sample: /srv/audit/history/report-000003.json
+    runs:
+      description: Number of earlier runs the trend was drawn from.
+      returned: always
+      type: int
+      sample: 2
+    pruned:
+      description: Older reports deleted (or, in check mode, that would be) to keep O(history_count).
+      returned: always
+      type: list
+      elements: str
+      sample: []
 summary:
-  description: Plain lines, one per layer and host.
+  description: Plain lines, one per layer (verdict and reason) and per host.
   returned: always
   type: list
   elements: str
-  sample: ["network: balanced", "  lvs1: TCP 198.18.0.100:80 (wlc): balanced, 2 real servers"]
+  sample: ["network: skipped - VRRP only: this kernel has no IPVS",
+           "  dir1: skipped: VRRP only: this kernel has no IPVS"]
 """
 
-import html
 import json
 import os
 import tempfile
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.hpc.balance.plugins.module_utils._iperf3 import format_bits_per_second
+from ansible_collections.hpc.balance.plugins.module_utils._report_history import (
+    history_path,
+    next_run,
+    read_history,
+    to_prune,
+)
+from ansible_collections.hpc.balance.plugins.module_utils._report_html import render_html
+from ansible_collections.hpc.balance.plugins.module_utils._report_markdown import render_markdown
+from ansible_collections.hpc.balance.plugins.module_utils._report_model import HEATMAP_MIN_LAYERS, build_document
 
-LAYERS = (("network", "ipvs_spread", "Network layer (LVS / IPVS)"),
-          ("host_link", "iperf3_throughput", "Host link layer (NIC team throughput)"),
-          ("compute", "tokens_per_expert", "Compute layer (MoE tokens per expert)"))
-VERDICT_KEY = {"ipvs_spread": "balanced", "iperf3_throughput": "reaches_expected", "tokens_per_expert": "balanced"}
-STATE_WORDS = {True: "balanced", False: "imbalanced", None: "unknown", "error": "error", "skipped": "skipped"}
-THROUGHPUT_WORDS = {True: "reaches the expected bandwidth", False: "below the expected bandwidth",
-                    None: "no expected bandwidth given"}
-TABLE_ROWS_PER_BAR = 4
-
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem;color:#1b1f23;max-width:72rem}
-h1{font-size:1.6rem}h2{font-size:1.3rem;border-bottom:1px solid #ccd;padding-bottom:.2rem;margin-top:2rem}
-h3{font-size:1.1rem}h4{font-size:1rem;margin-bottom:.3rem}
-table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccd;padding:.2rem .5rem;text-align:right}
-th{background:#f3f4f8}td.l,th.l{text-align:left}
-.balanced{color:#176f2c;font-weight:600}.imbalanced,.error{color:#b3261e;font-weight:600}
-.unknown,.not-run,.skipped{color:#6b6f76;font-weight:600}
-svg{display:block;margin:.3rem 0 1rem 0}.bar{fill:#4a78c2}.bar.hot{fill:#c2564a}.bar.idle{fill:#b8bcc6}
-.ref{stroke:#1b1f23;stroke-dasharray:4 3}.lim{stroke:#b3261e;stroke-dasharray:6 3}
-.axis{stroke:#8a8f98}.lbl{font-size:10px;fill:#3b3f46}.note{color:#6b6f76;font-size:.9rem}
-"""
+# What report.json keeps of the document (the sections are layout, rebuilt from the results).
+JSON_KEYS = ("title", "timestamp", "run", "verdicts", "reasons", "metrics", "summary", "changes", "results")
 
 
-# ---------------------------------------------------------------- verdicts and plain lines
+def render(params: dict[str, Any], history: list[dict[str, Any]] | None = None) -> tuple[str, str, str, dict[str, Any]]:
+    """(markdown text, html text, json text, document) for the module parameters and the earlier runs."""
+    document = build_document(params, history)
+    kept = {key: document[key] for key in JSON_KEYS if key in document}
+    return (render_markdown(document), render_html(document), json.dumps(kept, indent=1, sort_keys=True) + "\n",
+            document)
 
 
-def _state(result, key):
-    """'error', 'skipped', True, False or None for one registered result."""
-    if not isinstance(result, dict) or result.get("failed"):
-        return "error"
-    if result.get("skipped"):
-        return "skipped"
-    return result.get(key)
-
-
-def _layer_verdict(results, key):
-    if not results:
-        return "not run"
-    states = [_state(result, key) for result in results.values()]
-    if False in states:
-        return "imbalanced"
-    if "error" in states:
-        return "error"
-    if True in states:
-        return "balanced"
-    return "unknown"
-
-
-def _host_lines(option, host, result):
-    state = _state(result, VERDICT_KEY[option])
-    if state == "error":
-        message = result.get("msg", "no result") if isinstance(result, dict) else "no result"
-        return [f"  {host}: reporter failed: {message}"]
-    if state == "skipped":
-        return [f"  {host}: skipped"]
-    summary = result.get("summary")
-    if isinstance(summary, str):
-        summary = [summary]
-    lines = [f"  {host}: {line}" for line in summary or []]
-    return lines or [f"  {host}: {STATE_WORDS[state]}"]
-
-
-# ---------------------------------------------------------------- SVG bar charts
-
-
-def _pick_bars(values, max_bars):
-    """(indexes to draw, note). With more members than max_bars: the busiest half and the least busy half."""
-    indexes = list(range(len(values)))
-    if len(values) <= max_bars:
-        return indexes, ""
-    ordered = sorted(indexes, key=lambda index: values[index], reverse=True)
-    busiest = max_bars // 2
-    quietest = max_bars - busiest
-    chosen = sorted(ordered[:busiest] + ordered[-quietest:])
-    return chosen, f"chart shows the {busiest} busiest and {quietest} least busy of {len(values)}"
-
-
-def _short(value, unit=""):
-    if value is None:
-        return "n/a"
-    if unit == "bit/s":
-        return format_bits_per_second(value)
-    for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g}{suffix}"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.3g}"
-    return f"{value:.0f}"
-
-
-def svg_bars(values, labels, references=(), hot=(), max_bars=64, unit="", width=640, height=150):
-    """A small inline bar chart; ``references`` are (value, text, css class) horizontal lines. Returns (svg, note)."""
-    chosen, note = _pick_bars(values, max_bars)
-    if not chosen:
-        return "", "no data to draw"
-    # The left margin fits the longest axis label ("999.99 Gbit/s") at the chart font size.
-    left, right, top, bottom = 80, 8, 8, 22
-    plot_w = width - left - right
-    plot_h = height - top - bottom
-    peak = max([values[index] for index in chosen] + [reference[0] for reference in references] + [1e-12])
-    step = plot_w / len(chosen)
-    bar_w = max(step * 0.8, 1.0)
-    hot = set(hot)
-    base = top + plot_h
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img">',
-        f'<line class="axis" x1="{left}" y1="{base}" x2="{width - right}" y2="{base}"/>',
-        f'<text class="lbl" font-size="10" x="{left - 4}" y="{top + 8}" text-anchor="end">'
-        f'{html.escape(_short(peak, unit))}</text>',
-        f'<text class="lbl" font-size="10" x="{left - 4}" y="{base}" text-anchor="end">0</text>',
-    ]
-    label_every = -(-len(chosen) // 16)  # at most 16 axis labels
-    for position, index in enumerate(chosen):
-        value = values[index]
-        bar_h = max(plot_h * value / peak, 0.5)
-        x = left + position * step + (step - bar_w) / 2
-        css = "bar hot" if index in hot else ("bar idle" if value == 0 else "bar")
-        tip = html.escape(f"{labels[index]}: {_short(value, unit)}")
-        parts.append(f'<rect class="{css}" x="{x:.1f}" y="{base - bar_h:.1f}" width="{bar_w:.1f}" '
-                     f'height="{bar_h:.1f}"><title>{tip}</title></rect>')
-        if position % label_every == 0:
-            parts.append(f'<text class="lbl" font-size="10" x="{x + bar_w / 2:.1f}" y="{height - 8}" '
-                         f'text-anchor="middle">{html.escape(str(labels[index])[:14])}</text>')
-    for value, text, css in references:
-        y = base - plot_h * value / peak
-        parts.append(f'<line class="{css}" x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}">'
-                     f'<title>{html.escape(text)}</title></line>')
-    parts.append("</svg>")
-    return "".join(parts), note
-
-
-# ---------------------------------------------------------------- building blocks (Markdown lines + HTML parts)
-
-
-def _num(value, digits=3):
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _pct(fraction_or_percent, is_fraction=False):
-    if fraction_or_percent is None:
-        return "n/a"
-    return f"{100.0 * fraction_or_percent if is_fraction else fraction_or_percent:.1f} %"
-
-
-def _cells(tag, cells):
-    """Table cells, the first left-aligned (the row's name), the rest right-aligned numbers."""
-    return "".join(f'<{tag} class="l">{html.escape(cell)}</{tag}>' if position == 0 else
-                   f"<{tag}>{html.escape(cell)}</{tag}>" for position, cell in enumerate(cells))
-
-
-def _table(md, out, header, rows):
-    md.append("| " + " | ".join(header) + " |")
-    md.append("|" + "|".join(["---"] * len(header)) + "|")
-    out.append(f"<table><tr>{_cells('th', header)}</tr>")
-    for row in rows:
-        cells = [str(cell) for cell in row]
-        md.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-        out.append(f"<tr>{_cells('td', cells)}</tr>")
-    md.append("")
-    out.append("</table>")
-
-
-def _heading(md, out, text, state, words=None):
-    css = STATE_WORDS[state]
-    word = (words or STATE_WORDS)[state]
-    md += [f"#### {text}, {word}", ""]
-    out.append(f'<h4>{html.escape(text)}, <span class="{css}">{html.escape(word)}</span></h4>')
-
-
-def _chart(md, out, svg, note):
-    if svg:
-        out.append(svg)
-    if note:
-        out.append(f'<p class="note">{html.escape(note)}</p>')
-        md += [f"_{note}_", ""]
-
-
-def _findings(md, out, findings):
-    if not findings:
-        return
-    out.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in findings) + "</ul>")
-    md.extend(f"- {item}" for item in findings)
-    md.append("")
-
-
-# ---------------------------------------------------------------- one section per reporter
-
-
-def _network(md, out, host, result, max_bars):
-    for service in result.get("services") or []:
-        _heading(md, out, f"{host} - {service.get('name')} ({service.get('scheduler')})", service.get("balanced"))
-        servers = service.get("real_servers") or []
-        loads = [server.get("load") or 0 for server in servers]
-        weighted = [server.get("weight") for server in servers if server.get("weight")]
-        references = []
-        if sum(loads) and weighted and len(set(weighted)) == 1:
-            references.append((sum(loads) / len(weighted), "weighted share", "ref"))
-        _chart(md, out, *svg_bars(loads, [server.get("address") for server in servers], references, max_bars=max_bars))
-        spread = service.get("spread") or {}
-        md += [f"CV {_num(spread.get('cv'))} ({spread.get('cv_grade')}), max/mean {_num(spread.get('max_over_mean'))}, "
-               f"worst deviation {_pct(service.get('max_abs_deviation_percent'))}", ""]
-        shown = servers[:max_bars * TABLE_ROWS_PER_BAR]
-        rows = [(server.get("address"), server.get("port"), server.get("forward"), server.get("weight"),
-                 server.get("active_conns"), server.get("inactive_conns"), server.get("load"),
-                 _pct(server.get("share"), True), _pct(server.get("expected_share"), True),
-                 _pct(server.get("deviation_percent"))) for server in shown]
-        _table(md, out, ["real server", "port", "forward", "weight", "active", "inactive", "load", "share",
-                         "weighted share", "deviation"], rows)
-        if len(shown) < len(servers):
-            _chart(md, out, "", f"the table shows {len(shown)} of {len(servers)} real servers; report.json has all")
-        findings = list(service.get("findings") or [])
-        if service.get("pinning_warning"):
-            findings.insert(0, service["pinning_warning"])
-        _findings(md, out, findings)
-
-
-def _host_link(md, out, host, result, max_bars):
-    _heading(md, out, f"{host} - {result.get('summary')}", result.get("reaches_expected"), THROUGHPUT_WORDS)
-    streams = result.get("streams") or []
-    rates = [stream.get("received_bits_per_second") or 0.0 for stream in streams]
-    labels = [f"stream {position}" for position in range(len(streams))]
-    references = []
-    if rates:
-        references.append((sum(rates) / len(rates), "mean per stream", "ref"))
-    if result.get("expected_link_bits_per_second"):
-        references.append((float(result["expected_link_bits_per_second"]), "one member link", "lim"))
-    _chart(md, out, *svg_bars(rates, labels, references, max_bars=max_bars, unit="bit/s"))
-    rows = [(labels[position], format_bits_per_second(stream.get("sent_bits_per_second")),
-             format_bits_per_second(stream.get("received_bits_per_second")), _num(stream.get("retransmits")),
-             f"{stream.get('local_host')}:{stream.get('local_port')}") for position, stream in enumerate(streams)]
-    _table(md, out, ["stream", "sent", "received", "retransmits", "local end"], rows)
-    _findings(md, out, result.get("findings") or [])
-
-
-def _compute(md, out, host, result, max_bars):
-    limit = result.get("max_over_mean_limit") or 2.0
-    for layer in result.get("layers") or []:
-        _heading(md, out, f"{host} - layer {layer.get('layer')}: max/mean {_num(layer.get('max_over_mean'), 2)}, "
-                          f"CV {_num(layer.get('cv'))} ({layer.get('cv_grade')})", layer.get("balanced"))
-        tokens = layer.get("tokens_per_expert") or []
-        mean = layer.get("mean_tokens_per_expert")
-        references = [(mean, "mean", "ref"), (mean * limit, f"limit {limit:.2f} x mean", "lim")] if mean else []
-        labels = [f"expert {index}" for index in range(len(tokens))]
-        _chart(md, out, *svg_bars(tokens, labels, references, hot=layer.get("hot_experts") or [],
-                                  max_bars=max(max_bars, 256)))
-        _table(md, out, ["experts", "tokens", "max/mean", "CV", "grade", "idle", "hot share", "steps"], [(
-            layer.get("num_experts"), layer.get("total_tokens"), _num(layer.get("max_over_mean"), 2),
-            _num(layer.get("cv")), layer.get("cv_grade"), len(layer.get("idle_experts") or []),
-            _pct(layer.get("hot_share"), True), f"{layer.get('step_first')}-{layer.get('step_last')}")])
-        _findings(md, out, layer.get("findings") or [])
-    if result.get("malformed_lines"):
-        _findings(md, out, [f"{result['malformed_lines']} malformed lines were skipped"])
-
-
-RENDERERS = {"ipvs_spread": _network, "iperf3_throughput": _host_link, "tokens_per_expert": _compute}
-
-
-def _clean(result):
-    if not isinstance(result, dict):
-        return result
-    return {key: value for key, value in result.items() if key != "invocation" and not key.startswith("_ansible")}
-
-
-def render(params):
-    """(markdown text, html text, json text, verdicts, summary lines) for the module parameters."""
-    title = params["title"]
-    timestamp = params.get("timestamp")
-    verdicts = {}
-    summary = []
-    md = [f"# {title}", ""] + ([f"Audited: {timestamp}", ""] if timestamp else [])
-    body = []
-    for layer, option, heading in LAYERS:
-        results = params.get(option) or {}
-        verdict = _layer_verdict(results, VERDICT_KEY[option])
-        verdicts[layer] = verdict
-        summary.append(f"{layer}: {verdict}")
-        md += [f"## {heading}: {verdict}", ""]
-        body.append(f'<h2>{html.escape(heading)}: <span class="{verdict.replace(" ", "-")}">{verdict}</span></h2>')
-        if not results:
-            md += ["No host ran this reporter.", ""]
-            body.append('<p class="note">No host ran this reporter.</p>')
-        for host in sorted(results):
-            result = results[host]
-            lines = _host_lines(option, host, result)
-            summary += lines
-            state = _state(result, VERDICT_KEY[option])
-            if state in ("error", "skipped"):
-                md += [lines[0].strip(), ""]
-                body.append(f'<p class="{STATE_WORDS[state]}">{html.escape(lines[0].strip())}</p>')
-                continue
-            RENDERERS[option](md, body, host, result, params["max_bars"])
-    page = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
-            f"<h1>{html.escape(title)}</h1>"]
-    if timestamp:
-        page.append(f'<p class="note">Audited: {html.escape(timestamp)}</p>')
-    page.append('<table><tr><th class="l">layer</th><th>verdict</th></tr>')
-    for layer, _option, heading in LAYERS:
-        page.append(f'<tr><td class="l">{html.escape(heading)}</td>'
-                    f'<td class="{verdicts[layer].replace(" ", "-")}">{verdicts[layer]}</td></tr>')
-    page += ["</table>"] + body + ["</body></html>\n"]
-    document = {
-        "title": title,
-        "timestamp": timestamp,
-        "verdicts": verdicts,
-        "summary": summary,
-        "results": {option: {host: _clean(result) for host, result in (params.get(option) or {}).items()}
-                    for option in VERDICT_KEY},
-    }
-    return ("\n".join(md).rstrip() + "\n", "\n".join(page), json.dumps(document, indent=1, sort_keys=True) + "\n",
-            verdicts, summary)
-
-
-def _write_if_changed(module, path, text):
+def _write_if_changed(module: AnsibleModule, path: str, text: str) -> bool:
     data = to_bytes(text)
     if os.path.exists(path):
         with open(path, "rb") as handle:
@@ -478,7 +258,31 @@ def _write_if_changed(module, path, text):
     return True
 
 
-def main():
+def _check(module: AnsibleModule, params: dict[str, Any]) -> None:
+    for name, low in (("max_bars", 2), ("worst_layers", 1), ("heatmap_min_layers", 2), ("history_count", 1)):
+        if params[name] < low:
+            module.fail_json(msg=f"{name} is {params[name]}: give at least {low}")
+    for name in ("dest", "history_dir"):
+        path = params[name]
+        if path and os.path.exists(path) and not os.path.isdir(path):
+            module.fail_json(msg=f"{name} {path} exists and is not a directory; give a directory for the report files")
+
+
+def _history(module: AnsibleModule, params: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, dict[str, Any]]:
+    """(earlier documents, the history return value without 'file') for history_dir, or (None, {})."""
+    directory = params["history_dir"]
+    if not directory:
+        return None, {}
+    documents, warnings = read_history(directory)
+    for warning in warnings:
+        module.warn(warning)
+    keep = params["history_count"] - 1
+    documents = documents[-keep:] if keep else []
+    params["run"] = next_run(directory)
+    return documents, {"runs": len(documents), "pruned": to_prune(directory, params["history_count"])}
+
+
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             dest=dict(type="path", required=True),
@@ -488,24 +292,38 @@ def main():
             iperf3_throughput=dict(type="dict", default={}),
             tokens_per_expert=dict(type="dict", default={}, no_log=False),
             max_bars=dict(type="int", default=64),
+            worst_layers=dict(type="int", default=4),
+            heatmap_min_layers=dict(type="int", default=HEATMAP_MIN_LAYERS),
+            windows_storage_hosts=dict(type="list", elements="str", default=[]),
+            history_dir=dict(type="path"),
+            history_count=dict(type="int", default=10),
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    if params["max_bars"] < 2:
-        module.fail_json(msg=f"max_bars is {params['max_bars']}: give at least 2")
+    params = dict(module.params)
+    _check(module, params)
     dest = params["dest"]
-    if os.path.exists(dest) and not os.path.isdir(dest):
-        module.fail_json(msg=f"dest {dest} exists and is not a directory; give a directory for the report files")
-    markdown, page, document, verdicts, summary = render(params)
+    history, kept = _history(module, params)
+    markdown, page, document, parsed = render(params, history)
     files = {"markdown": os.path.join(dest, "report.md"), "html": os.path.join(dest, "report.html"),
              "json": os.path.join(dest, "report.json")}
-    if not os.path.isdir(dest) and not module.check_mode:
-        os.makedirs(dest, mode=0o755)
+    if not module.check_mode:
+        for directory in (dest, params["history_dir"]):
+            if directory and not os.path.isdir(directory):
+                os.makedirs(directory, mode=0o755)
     written = [files[key] for key, text in (("markdown", markdown), ("html", page), ("json", document))
                if _write_if_changed(module, files[key], text)]
-    module.exit_json(changed=bool(written), dest=dest, files=files, written=written, verdicts=verdicts,
-                     summary=summary)
+    extra: dict[str, Any] = {}
+    if params["history_dir"]:
+        kept["file"] = history_path(params["history_dir"], params["run"])
+        written.append(kept["file"])
+        if not module.check_mode:
+            _write_if_changed(module, kept["file"], document)
+            for path in kept["pruned"]:
+                os.remove(path)
+        extra = {"history": kept, "changes": parsed["changes"]}
+    module.exit_json(changed=bool(written), dest=dest, files=files, written=written, verdicts=parsed["verdicts"],
+                     reasons=parsed["reasons"], metrics=parsed["metrics"], summary=parsed["summary"], **extra)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ description:
     the module treats that key as a failure.
   - Given the speed of one member link and the number of members, it reports the team's utilisation and findings
     in plain words, for example that one stream cannot exceed one member link.
+  - Without a link speed, given the rate one stream reached on the same path just before
+    (O(single_stream_ceiling_bits_per_second)), it grades the parallel streams against that ceiling instead, and
+    says so in its findings.
   - In C(server) mode starts a one-off server, C(iperf3 -s -1 -D), that serves exactly one test and then exits;
     delegate such a task to the host the client will target, before the client task.
   - Changes nothing on the hosts; the one-off server leaves nothing behind.
@@ -74,6 +77,13 @@ options:
       - Speed of ONE member link in bits per second, for example C(10000000000) for 10GbE.
       - When set, the module reports the team's utilisation and whether it reaches O(min_utilisation_percent).
     type: int
+  single_stream_ceiling_bits_per_second:
+    description:
+      - The rate ONE stream reached on the same path, measured just before (a run of this module with O(parallel=1)).
+      - Used only when O(expected_link_bits_per_second) is unset; the received rate of the parallel streams is then
+        graded against it with O(min_utilisation_percent), so a path with no published link speed still gets a
+        verdict with a reason.
+    type: float
   member_count:
     description:
       - Number of member links in the team.
@@ -301,18 +311,34 @@ member_count:
   returned: when mode is client
   type: int
   sample: 2
+expected_source:
+  description:
+    - What the result was graded against, C(link speed) (O(expected_link_bits_per_second) x O(member_count)),
+      C(single-stream ceiling) (O(single_stream_ceiling_bits_per_second)), or null (nothing to grade against).
+  returned: when mode is client
+  type: str
+  sample: link speed
+single_stream_ceiling_bits_per_second:
+  description: The single-stream ceiling that was given (null when not given).
+  returned: when mode is client
+  type: float
+  sample: 9410000000.0
 team_bits_per_second:
-  description: O(expected_link_bits_per_second) x O(member_count) (null without an expected link speed).
+  description:
+    - The bandwidth graded against, O(expected_link_bits_per_second) x O(member_count), or the single-stream
+      ceiling when no link speed was given (null when neither was given).
   returned: when mode is client
   type: float
   sample: 20000000000.0
 utilisation_percent:
-  description: Received rate as a percentage of the team's bandwidth (null without an expected link speed).
+  description: Received rate as a percentage of RV(team_bits_per_second) (null when there is nothing to grade against).
   returned: when mode is client
   type: float
   sample: 94.2
 reaches_expected:
-  description: Whether utilisation_percent is at least O(min_utilisation_percent) (null without an expected link speed).
+  description:
+    - Whether utilisation_percent is at least O(min_utilisation_percent) (null when there is nothing to grade
+      against).
   returned: when mode is client
   type: bool
   sample: true
@@ -327,31 +353,33 @@ findings:
   returned: when mode is client
   type: list
   elements: str
-  sample: ["the team reached 94.2 % of its expected 20.00 Gbit/s (2 x 10.00 Gbit/s)"]
+  sample: ["the team reached 94.2 % of its expected 20 Gbit/s (2 x 10 Gbit/s)"]
 summary:
   description: One plain line.
   returned: always
   type: str
-  sample: "8 streams to 198.18.0.21:5201: 18.83 Gbit/s received, 0 retransmits, 94.2 % of 20.00 Gbit/s"
+  sample: "8 streams to 198.18.0.21:5201: 18.83 Gbit/s received, 0 retransmits, 94.2 % of 20 Gbit/s"
 """
 
 import os
 import time
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.hpc.balance.plugins.module_utils._iperf3 import (
     Iperf3Error,
     assess,
-    format_bits_per_second,
+    assess_against_ceiling,
     parse_result,
 )
+from ansible_collections.hpc.balance.plugins.module_utils._units import format_bits_per_second
 
 SPREAD_KEYS = ("count", "mean", "min", "max", "max_over_mean", "min_over_max", "cv", "cv_grade")
 TCP_LISTEN = "0A"
 
 
-def _listening(port):
+def _listening(port: int) -> bool:
     """True when some socket listens on ``port`` (any address), per /proc/net/tcp and tcp6."""
     wanted = f":{port:04X}"
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -366,7 +394,7 @@ def _listening(port):
     return False
 
 
-def _server(module, iperf3, params):
+def _server(module: AnsibleModule, iperf3: str, params: dict[str, Any]) -> None:
     command = [iperf3, "-s", "-1", "-D", "-p", str(params["port"])]
     if params["bind_address"]:
         command += ["--bind", params["bind_address"]]
@@ -388,7 +416,7 @@ def _server(module, iperf3, params):
                      summary=f"one-off iperf3 server listening on {params['bind_address'] or '*'}:{params['port']}")
 
 
-def _client_command(iperf3, params):
+def _client_command(iperf3: str, params: dict[str, Any]) -> list[str]:
     command = [iperf3, "-c", params["target"], "-J", "-P", str(params["parallel"]), "-t", str(params["duration_s"]),
                "-p", str(params["port"]), "--connect-timeout", str(params["connect_timeout_s"] * 1000)]
     if params["bind_address"]:
@@ -398,17 +426,29 @@ def _client_command(iperf3, params):
     return command
 
 
-def _summary(result, assessment, params):
+def _summary(result: dict[str, Any], assessment: dict[str, Any], params: dict[str, Any]) -> str:
     retransmits = "unknown" if result["retransmits"] is None else result["retransmits"]
     line = (f"{len(result['streams'])} streams to {params['target']}:{params['port']}: "
             f"{format_bits_per_second(result['received_bits_per_second'])} received, {retransmits} retransmits")
     if assessment["utilisation_percent"] is not None:
+        ceiling = " (single-stream ceiling)" if params["expected_link_bits_per_second"] is None else ""
         line += (f", {assessment['utilisation_percent']:.1f} % of "
-                 f"{format_bits_per_second(assessment['team_bits_per_second'])}")
+                 f"{format_bits_per_second(assessment['team_bits_per_second'])}{ceiling}")
     return line
 
 
-def main():
+def _assessment(result: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """(assessment, what it graded against): the link speed when given, else the single-stream ceiling, else nothing."""
+    if params["expected_link_bits_per_second"] is not None:
+        return assess(result, params["expected_link_bits_per_second"], params["member_count"],
+                      params["min_utilisation_percent"]), "link speed"
+    if params["single_stream_ceiling_bits_per_second"] is not None:
+        return assess_against_ceiling(result, params["single_stream_ceiling_bits_per_second"],
+                                      params["min_utilisation_percent"]), "single-stream ceiling"
+    return assess(result, None, params["member_count"], params["min_utilisation_percent"]), None
+
+
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             mode=dict(type="str", default="client", choices=["client", "server"]),
@@ -420,6 +460,7 @@ def main():
             reverse=dict(type="bool", default=False),
             connect_timeout_s=dict(type="int", default=10),
             expected_link_bits_per_second=dict(type="int"),
+            single_stream_ceiling_bits_per_second=dict(type="float"),
             member_count=dict(type="int", default=1),
             min_utilisation_percent=dict(type="float", default=80.0),
             server_ready_timeout_s=dict(type="int", default=5),
@@ -433,6 +474,10 @@ def main():
                             ("server_ready_timeout_s", 1, 600)):
         if not low <= params[name] <= high:
             module.fail_json(msg=f"{name} is {params[name]}: give a value from {low} to {high}")
+    ceiling = params["single_stream_ceiling_bits_per_second"]
+    if ceiling is not None and not ceiling > 0:
+        module.fail_json(msg=f"single_stream_ceiling_bits_per_second is {ceiling}: give the rate one stream reached "
+                             f"(received_bits_per_second of a parallel=1 run), a number above 0")
     if params["expected_link_bits_per_second"] is not None and params["expected_link_bits_per_second"] < 1:
         module.fail_json(msg=f"expected_link_bits_per_second is {params['expected_link_bits_per_second']}: give one "
                              f"member link's speed, e.g. 10000000000 for 10GbE")
@@ -454,14 +499,14 @@ def main():
         module.fail_json(msg=f"iperf3 exited with rc {rc} without an error in its JSON: {err.strip()}",
                          rc=rc, stdout=out, stderr=err, cmd=command)
 
-    assessment = assess(result, params["expected_link_bits_per_second"], params["member_count"],
-                        params["min_utilisation_percent"])
+    assessment, source = _assessment(result, params)
     spread = assessment.pop("stream_spread")
     result.update(assessment)
     result["stream_spread"] = {key: spread[key] for key in SPREAD_KEYS}
     result.update(changed=False, mode="client", cmd=command, server_listening=None,
                   expected_link_bits_per_second=params["expected_link_bits_per_second"],
-                  member_count=params["member_count"],
+                  member_count=params["member_count"], expected_source=source,
+                  single_stream_ceiling_bits_per_second=params["single_stream_ceiling_bits_per_second"],
                   summary=_summary(result, assessment, params))
     module.exit_json(**result)
 

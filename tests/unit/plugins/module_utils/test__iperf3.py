@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.hpc.balance.plugins.module_utils._iperf3 import (
     Iperf3Error,
     assess,
-    format_bits_per_second,
+    assess_against_ceiling,
     load_json,
     parse_result,
 )
@@ -109,22 +109,22 @@ def synthetic(rates, retransmits=0, host_cpu=20.0, remote_cpu=20.0):
 ASSESS_CASES = [
     ("one_stream_on_a_team", synthetic([9.4e9]), TEN_GBIT, 2, 47.0, False, [
         "one stream cannot exceed one member link: a single TCP flow is hashed onto one of the 2 members, so it can "
-        "reach at most 10.00 Gbit/s of the team's 20.00 Gbit/s; run parallel streams (-P) or use SMB Multichannel "
+        "reach at most 10 Gbit/s of the team's 20 Gbit/s; run parallel streams (-P) or use SMB Multichannel "
         "to fill the team",
-        "the team reached 47.0 % of its expected 20.00 Gbit/s (2 x 10.00 Gbit/s), below the 80 % target"]),
+        "the team reached 47.0 % of its expected 20 Gbit/s (2 x 10 Gbit/s), below the 80 % target"]),
     ("eight_streams_fill_the_team", synthetic([2.35e9] * 8), TEN_GBIT, 2, 94.0, True, [
         "per-stream spread: CV 0.000 (excellent), slowest/fastest 1.00",
-        "the team reached 94.0 % of its expected 20.00 Gbit/s (2 x 10.00 Gbit/s)"]),
+        "the team reached 94.0 % of its expected 20 Gbit/s (2 x 10 Gbit/s)"]),
     ("all_flows_on_one_member", synthetic([1.2e9] * 8), TEN_GBIT, 2, 48.0, False, [
         "per-stream spread: CV 0.000 (excellent), slowest/fastest 1.00",
-        "8 streams together carried 9.60 Gbit/s, no more than one member link (10.00 Gbit/s): the flows probably all "
+        "8 streams together carried 9.6 Gbit/s, no more than one member link (10 Gbit/s): the flows probably all "
         "landed on one member; check the team's load-balancing algorithm (hash on TCP ports, Dynamic) and the switch "
         "side",
-        "the team reached 48.0 % of its expected 20.00 Gbit/s (2 x 10.00 Gbit/s), below the 80 % target"]),
+        "the team reached 48.0 % of its expected 20 Gbit/s (2 x 10 Gbit/s), below the 80 % target"]),
     ("fewer_streams_than_members", synthetic([9e9, 9e9], retransmits=12, remote_cpu=95.0), TEN_GBIT, 4, 45.0, False, [
         "per-stream spread: CV 0.000 (excellent), slowest/fastest 1.00",
         "only 2 streams for 4 members: at least one member cannot carry a flow; use -P 8 or more",
-        "the team reached 45.0 % of its expected 40.00 Gbit/s (4 x 10.00 Gbit/s), below the 80 % target",
+        "the team reached 45.0 % of its expected 40 Gbit/s (4 x 10 Gbit/s), below the 80 % target",
         "12 TCP retransmits: the path dropped or reordered packets (full buffers, a faulty cable or a member running "
         "at a different speed)",
         "the remote host's CPU was 95 % busy: the result may be limited by CPU, not by the links"]),
@@ -147,14 +147,21 @@ def test_loopback_stream_beats_one_member_link():
     # The captured single reversed stream ran at 20.6 Gbit/s over loopback: more than a 10GbE member can carry.
     assessment = assess(parse_result(fixture("iperf3_tcp_p1_reverse.json")), TEN_GBIT, 2)
     assert assessment["findings"][1] == (
-        "stream 0 carried 20.61 Gbit/s, more than one member link (10.00 Gbit/s): the test did not cross the team, "
+        "stream 0 carried 20.61 Gbit/s, more than one member link (10 Gbit/s): the test did not cross the team, "
         "or the expected link speed is too low")
     assert assessment["reaches_expected"] is True
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (9_410_000_000, "9.41 Gbit/s"), (950e6, "950.00 Mbit/s"), (1.5e12, "1.50 Tbit/s"), (12_000, "12.00 kbit/s"),
-    (12, "12 bit/s"), (None, "n/a"),
-])
-def test_format_bits_per_second(value, text):
-    assert format_bits_per_second(value) == text
+def test_parallel_streams_graded_against_the_single_stream_ceiling():
+    assessment = assess_against_ceiling(synthetic([1.2e9] * 8), 10e9)
+    assert assessment["utilisation_percent"] == pytest.approx(96.0)
+    assert assessment["reaches_expected"] is True
+    assert assessment["findings"][0] == (
+        "8 streams carried 9.6 Gbit/s, 96.0 % of this path's single-stream ceiling 10 Gbit/s (measured with 1 stream, "
+        "no link speed given)")
+
+
+def test_parallel_streams_below_the_single_stream_ceiling_say_so():
+    assessment = assess_against_ceiling(synthetic([0.5e9] * 8), 10e9)
+    assert assessment["reaches_expected"] is False
+    assert assessment["findings"][0].endswith("(measured with 1 stream, no link speed given), below the 80 % target")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
+from pathlib import Path
 
 import pytest
 from spread_reference import (
@@ -16,7 +18,10 @@ from spread_reference import (
     reference_summary,
 )
 
+from ansible_collections.hpc.balance.plugins.module_utils._moe_stats import DEFAULT_MAX_OVER_MEAN_LIMIT
 from ansible_collections.hpc.balance.plugins.module_utils._spread import (
+    CV_GRADE_BOUNDS,
+    CV_GRADE_SEVERE,
     cv_grade,
     deviations,
     summarize,
@@ -145,3 +150,26 @@ def test_fast_summary_matches_the_reference_on_random_loads():
         assert fast.keys() == slow.keys()
         for key in fast:
             assert same(fast[key], slow[key]), (key, fast[key], slow[key], values, weights)
+
+
+def _package_metrics():
+    """moe_balance.metrics loaded from the package source on its own (it needs only the standard library), so the
+    test neither needs torch nor lets plugins import the package."""
+    path = Path(__file__).resolve().parents[4] / "packages" / "moe_balance" / "src" / "moe_balance" / "metrics.py"
+    assert path.is_file(), f"{path} is missing: the package's metrics moved; point this test at its new home"
+    spec = importlib.util.spec_from_file_location("moe_balance_metrics_source", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cv_grade_bounds_are_the_packages_bounds():
+    metrics = _package_metrics()
+    assert CV_GRADE_BOUNDS == metrics.CV_GRADES
+    assert CV_GRADE_SEVERE == metrics.grade_cv(float("inf"))
+    for cv in (0.0, 0.0999, 0.1, 0.2999, 0.3, 0.4999, 0.5, 3.0):
+        assert cv_grade(cv) == metrics.grade_cv(cv), cv
+
+
+def test_max_over_mean_limit_is_the_packages_imbalance_bound():
+    assert DEFAULT_MAX_OVER_MEAN_LIMIT == _package_metrics().IMBALANCE_MAX_OVER_MEAN

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -57,13 +58,14 @@ def test_writes_three_files_with_verdicts(run_module, reports, tmp_path):
     assert sorted(path.name for path in dest.iterdir()) == ["report.html", "report.json", "report.md"]
     assert result["verdicts"] == {"network": "imbalanced", "host_link": "balanced", "compute": "imbalanced"}
     assert result["summary"][:3] == [
-        "network: imbalanced",
+        "network: imbalanced - worst deviation from the weights 25.0 % (limit 15 %)",
         "  lvs1: TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 3.0 % (limit 15 %), CV 0.030",
         "  lvs1: UDP 198.18.0.100:53 (rr): NOT balanced, 3 real servers, worst deviation 25.0 % (limit 15 %), "
         "CV 0.200",
     ]
     markdown = (dest / "report.md").read_text()
-    assert markdown.startswith("# hpc.balance audit\n\n## Network layer (LVS / IPVS): imbalanced\n")
+    assert markdown.startswith("# hpc.balance audit\n\n## Network layer (LVS / IPVS connection spread): imbalanced\n\n"
+                               "Reason: worst deviation from the weights 25.0 % (limit 15 %)\n")
     assert "#### gpu1 - layer 1: max/mean 3.05, CV 0.845 (severe), imbalanced" in markdown
     assert "| 198.18.0.12 | 53 | Masq | 1 | 0 | 1 | 1 | 25.0 % | 33.3 % | -25.0 % |" in markdown
     document = json.loads((dest / "report.json").read_text())
@@ -114,9 +116,10 @@ def test_failed_skipped_and_missing_reporters(run_module, tmp_path):
         "iperf3_throughput": {"client1": {"skipped": True, "changed": False}},
     })
     assert not failed
-    assert result["verdicts"] == {"network": "error", "host_link": "unknown", "compute": "not run"}
-    assert result["summary"] == ["network: error", "  lvs1: reporter failed: /proc/net/ip_vs does not exist",
-                                 "host_link: unknown", "  client1: skipped", "compute: not run"]
+    assert result["verdicts"] == {"network": "error", "host_link": "skipped", "compute": "not run"}
+    assert result["summary"] == ["network: error - the reporter failed on lvs1",
+                                 "  lvs1: reporter failed: /proc/net/ip_vs does not exist",
+                                 "host_link: skipped", "  client1: skipped", "compute: not run"]
     assert "No host ran this reporter." in Path(result["files"]["markdown"]).read_text()
 
 
@@ -126,17 +129,6 @@ def test_dest_that_is_a_file_is_refused(run_module, tmp_path):
     failed, result = run_module(audit_report, {"dest": str(target)})
     assert failed and result["msg"] == (
         f"dest {target} exists and is not a directory; give a directory for the report files")
-
-
-@pytest.mark.parametrize(("count", "max_bars", "bars", "note"), [
-    (5, 64, 5, ""),
-    (5000, 64, 64, "chart shows the 32 busiest and 32 least busy of 5000"),
-    (0, 64, 0, "no data to draw"),
-])
-def test_bar_charts_stay_small(count, max_bars, bars, note):
-    values = list(range(count))
-    svg, text = audit_report.svg_bars(values, [f"rs{index}" for index in values], max_bars=max_bars)
-    assert svg.count("<rect") == bars and text == note
 
 
 CHROMIUM = shutil.which("chromium")
@@ -169,3 +161,87 @@ def test_html_report_opens_in_headless_chromium_without_errors(run_module, repor
     dom = _headless_chromium(tmp_path, "--dump-dom", page)
     assert dom.returncode == 0, dom.stderr
     assert dom.stdout.count("<svg") >= 3, "one chart per layer is expected in the rendered page"
+
+
+def skewed_records(path, layers, experts, top_k=8, seed=7):
+    """A tokens_per_expert JSONL like DeepSeek-V3's shape: every layer has a few hot experts, some much hotter."""
+    rng = random.Random(seed)
+    with open(path, "w") as handle:
+        for layer in range(layers):
+            weights = [rng.lognormvariate(0.0, 0.35 + 0.6 * (layer % 7 == 3)) for _expert in range(experts)]
+            tokens = [int(1000 * weight) for weight in weights]
+            tokens[-1] += top_k - sum(tokens) % top_k if sum(tokens) % top_k else 0
+            handle.write(json.dumps({"schema": "moe_balance.tokens_per_expert/1", "step": 100, "layer": layer,
+                                     "tokens_per_expert": tokens, "top_k": top_k,
+                                     "num_tokens": sum(tokens) // top_k}) + "\n")
+    return path
+
+
+def test_vrrp_only_directors_make_a_stated_skip(run_module, tmp_path):
+    skip = {"changed": False, "skipped": True, "skip_reason": "VRRP only: this kernel has no IPVS"}
+    _failed, result = run_module(audit_report, {"dest": str(tmp_path), "ipvs_spread": {"dir1": skip, "dir2": skip}})
+    assert result["verdicts"]["network"] == "skipped"
+    assert result["reasons"]["network"] == "VRRP only: this kernel has no IPVS"
+    markdown = Path(result["files"]["markdown"]).read_text()
+    assert "## Network layer (LVS / IPVS connection spread): skipped\n\nReason: VRRP only: this kernel has no IPVS" \
+        in markdown
+
+
+def test_history_keeps_a_bounded_count_and_shows_the_trend(run_module, reports, tmp_path):
+    history = tmp_path / "history"
+    args = dict(reports, dest=str(tmp_path / "audit"), history_dir=str(history), history_count=3)
+    results = [run_module(audit_report, args)[1] for _run in range(4)]
+    assert sorted(path.name for path in history.iterdir()) == [
+        "report-000002.json", "report-000003.json", "report-000004.json"]
+    assert results[0]["changes"] == ["first run in the history: nothing to compare with"]
+    assert results[1]["changes"] == ["nothing changed since the previous run"]
+    assert results[3]["history"] == {"file": str(history / "report-000004.json"), "runs": 2,
+                                     "pruned": [str(history / "report-000001.json")]}
+    page = Path(results[3]["files"]["html"]).read_text()
+    assert "Trend over the last 3 runs" in page and page.count("<polyline") == 3
+    assert json.loads((history / "report-000004.json").read_text())["run"] == 4
+
+
+def test_history_in_check_mode_writes_and_deletes_nothing(run_module, reports, tmp_path):
+    history = tmp_path / "history"
+    _failed, result = run_module(audit_report, dict(reports, dest=str(tmp_path / "a"), history_dir=str(history),
+                                                    _ansible_check_mode=True))
+    assert result["changed"] is True and result["history"]["file"].endswith("report-000001.json")
+    assert not history.exists()
+
+
+def _real_scale_report(run_module, tmp_path, runs=3):
+    """A 58 x 256 report from the real tokens_per_expert module, after ``runs - 1`` earlier runs in the history."""
+    history = tmp_path / "history"
+    for number in range(runs):
+        jsonl = skewed_records(tmp_path / f"run{number}.jsonl", 58, 256, seed=number)
+        _failed, compute = run_module(tokens_per_expert, {"path": str(jsonl)})
+        _failed, result = run_module(audit_report, {
+            "dest": str(tmp_path / "audit"), "tokens_per_expert": {"gpu1": registered(compute)},
+            "history_dir": str(history), "title": "hpc.balance audit at 58 layers x 256 experts"})
+    return result
+
+
+def test_real_scale_report_has_one_heatmap_and_bars_for_the_worst_layers(run_module, tmp_path):
+    result = _real_scale_report(run_module, tmp_path)
+    page = Path(result["files"]["html"]).read_text()
+    charts = re.findall(r"<svg.*?</svg>", page, flags=re.S)
+    for chart in charts:
+        ElementTree.fromstring(chart)
+    assert sum("heatmap" in chart[:300] for chart in charts) == 1
+    assert page.count("<h4>gpu1 - layer ") == 4
+    assert "expert 0expert" not in page
+    assert len(page) < 1_500_000
+
+
+@needs_chromium
+def test_real_scale_report_screenshot_in_headless_chromium(run_module, tmp_path):
+    result = _real_scale_report(run_module, tmp_path)
+    page = Path(result["files"]["html"]).as_uri()
+    screenshot = Path(os.environ.get("HPC_BALANCE_SCREENSHOT") or tmp_path / "report-58x256.png")
+    shot = _headless_chromium(tmp_path, f"--screenshot={screenshot}", "--window-size=1280,2600",
+                              "--hide-scrollbars", page)
+    assert shot.returncode == 0, shot.stderr
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert screenshot.stat().st_size > 60_000, "the screenshot is (nearly) blank"
+    assert "ERROR:CONSOLE" not in shot.stderr and "Uncaught" not in shot.stderr, shot.stderr
