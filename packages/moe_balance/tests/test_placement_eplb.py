@@ -42,12 +42,13 @@ def example(request) -> dict:
     return json.loads(ORACLE.read_text())
 
 
-def check_invariants(phy2log, log2phy, logcnt, num_experts: int, num_replicas: int) -> None:
+def check_invariants(phy2log, log2phy, logcnt, num_experts: int, num_replicas: int, layout: str = "eplb") -> None:
     """Every expert has >= 1 replica, appears logcnt times, and log2phy lists exactly its slots in rank order."""
     num_layers = phy2log.shape[0]
     assert phy2log.dtype == log2phy.dtype == logcnt.dtype == torch.int64
     assert phy2log.shape == (num_layers, num_replicas)
-    assert log2phy.shape == (num_layers, num_experts, num_replicas - num_experts + 1)
+    width = int(logcnt.max()) if layout == "eplb" else num_replicas - num_experts + 1
+    assert log2phy.shape == (num_layers, num_experts, width)
     assert bool((logcnt >= 1).all())
     counted = torch.zeros_like(logcnt).scatter_add_(1, phy2log, torch.ones_like(phy2log))
     assert torch.equal(counted, logcnt)
@@ -149,11 +150,12 @@ def test_exact_mode_accepts_an_all_zero_layer():
     "kwargs,argument",
     [
         ({"num_replicas": 8}, "num_replicas"),  # fewer slots than experts
-        ({"num_groups": 5}, "num_groups"),  # 5 does not divide 16 experts
+        ({"num_groups": 6, "num_nodes": 2}, "num_groups"),  # hierarchical policy, 6 does not divide 16 experts
         ({"num_gpus": 6}, "num_gpus"),  # 6 GPUs on 4 nodes
         ({"num_replicas": 20, "num_gpus": 8}, "num_replicas"),  # exact mode needs a multiple of the GPU count
         ({"num_nodes": 0}, "num_nodes"),
         ({"mode": "fast"}, "mode"),
+        ({"log2phy_layout": "padded"}, "log2phy_layout"),
     ],
 )
 def test_bad_arguments_raise_value_error_naming_the_argument(kwargs, argument):

@@ -1,19 +1,29 @@
 """EPLB-compatible expert placement: which logical expert each physical slot hosts, for every MoE layer.
 
-Contract (the published EPLB one): ``rebalance_experts(weight (layers, experts), num_replicas, num_groups, num_nodes,
-num_gpus) -> (phy2log (layers, replicas), log2phy (layers, experts, replicas - experts + 1) padded with -1,
-logcnt (layers, experts))``, int64 on the CPU. Slots are GPU-major: GPU g owns a contiguous block of slots.
+Contract (the published EPLB one, deepseek-ai/EPLB ``eplb.py``): ``rebalance_experts(weight (layers, experts),
+num_replicas, num_groups, num_nodes, num_gpus) -> (phy2log (layers, replicas), log2phy (layers, experts, X) padded
+with -1, logcnt (layers, experts))``, int64 on the CPU. Slots are GPU-major: GPU g owns a contiguous block of slots.
+``log2phy_layout`` picks X: ``"eplb"`` (default) is DeepSeek's ``logcnt.max()``; ``"vllm"`` is ``replicas -
+experts + 1``, the fixed padding of vLLM's ``rebalance_algo.py`` (a shape that does not change with the loads).
 
 - ``mode="exact"`` gives the same answer as the published algorithm, tie for tie (see ``eplb_reference.py``, the
   per-layer loop it is tested against), but runs every layer at once: hierarchical policy when num_groups divides by
-  num_nodes (groups -> nodes, replicas inside each node, replicas -> GPUs), the global policy otherwise.
-- ``mode="improved"`` (``rebalance_plan.py``) never puts two replicas of one expert on one GPU, sizes each node's share
-  of replicas by its load, accepts a replica count that is not a multiple of the GPU count, and, given the previous
-  layout, moves as few experts as it can. ``plan_rebalance`` returns the same plan with its movement report.
+  num_nodes (groups -> nodes, replicas inside each node, replicas -> GPUs), the global policy otherwise. Like the
+  published code, the global policy ignores the groups, so they need not divide the experts there.
+- ``mode="improved"`` (``rebalance_plan.py``) never puts two replicas of one expert on one GPU, sizes each node's
+  share of replicas by its load, accepts a replica count that is not a multiple of the GPU count, and, given the
+  previous layout, moves as few experts as it can. ``plan_rebalance`` returns the same plan with its report.
+
+Exact or improved? Exact reproduces the reference and may host two replicas of one expert on one GPU: the second
+copy costs memory and adds no parallelism, but it can give that GPU a lower peak load on small or skewed inputs.
+Improved keeps replicas on distinct GPUs (and so moves fewer bytes, and balances across nodes), which can cost peak
+load on such inputs. ``plan_rebalance`` reports both peaks (``max_over_mean`` and ``exact_max_over_mean``) so a
+caller can choose per run.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import torch
@@ -21,9 +31,10 @@ import torch
 from moe_balance._checks import check_load_matrix, check_positive_int
 
 from ._packing import build_log2phy, greedy_pack, invert_permutation, replicate_greedy
-from .rebalance_plan import RebalancePlan, plan_improved
+from .rebalance_plan import RebalancePlan, gpu_loads, max_over_mean, plan_improved
 
 MODES = ("exact", "improved")
+LOG2PHY_LAYOUTS = ("eplb", "vllm")
 
 
 def check_rebalance_arguments(
@@ -43,10 +54,11 @@ def check_rebalance_arguments(
             f"num_replicas={num_replicas} is smaller than the {num_experts} experts in weight: every expert needs a "
             f"slot, so use num_replicas >= {num_experts}"
         )
-    if num_experts % num_groups != 0:
+    if num_groups % num_nodes == 0 and num_experts % num_groups != 0:
         raise ValueError(
-            f"num_groups={num_groups} does not divide the {num_experts} experts: groups must be equal-sized, "
-            "use a divisor of the expert count (1 for no groups)"
+            f"num_groups={num_groups} does not divide the {num_experts} experts: the hierarchical policy (num_groups "
+            f"a multiple of num_nodes={num_nodes}) needs equal-sized groups; use a divisor of the expert count "
+            "(1 for no groups)"
         )
     if num_gpus % num_nodes != 0:
         raise ValueError(
@@ -98,15 +110,34 @@ def _rebalance_hierarchical(
     return phy2log, phy_rank, logcnt
 
 
+def check_log2phy_layout(log2phy_layout: str) -> None:
+    if log2phy_layout not in LOG2PHY_LAYOUTS:
+        raise ValueError(
+            f"log2phy_layout={log2phy_layout!r} is not supported: use 'eplb' (X = logcnt.max(), DeepSeek EPLB) or "
+            "'vllm' (X = replicas - experts + 1)"
+        )
+
+
+def log2phy_width(logcnt: torch.Tensor, num_replicas: int, log2phy_layout: str) -> int:
+    """The last dimension of log2phy: DeepSeek's ``logcnt.max()`` or vLLM's ``replicas - experts + 1``."""
+    return int(logcnt.max()) if log2phy_layout == "eplb" else num_replicas - logcnt.shape[1] + 1
+
+
 def rebalance_exact(
-    weight: torch.Tensor, num_replicas: int, num_groups: int, num_nodes: int, num_gpus: int
+    weight: torch.Tensor,
+    num_replicas: int,
+    num_groups: int,
+    num_nodes: int,
+    num_gpus: int,
+    log2phy_layout: str = "eplb",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The published algorithm, vectorised over layers; arguments assumed valid. See ``rebalance_experts``."""
     num_experts = weight.shape[1]
     if num_groups % num_nodes != 0:
         num_groups, num_nodes = 1, 1  # global policy
     phy2log, phy_rank, logcnt = _rebalance_hierarchical(weight, num_replicas, num_groups, num_nodes, num_gpus)
-    log2phy = build_log2phy(phy2log, phy_rank, num_experts, num_replicas - num_experts + 1)
+    width = log2phy_width(logcnt, num_replicas, log2phy_layout)
+    log2phy = build_log2phy(phy2log, phy_rank, num_experts, width)
     return phy2log, log2phy, logcnt
 
 
@@ -121,6 +152,8 @@ def plan_rebalance(
     min_gain: float = 0.02,
     expert_size_bytes: int | None = None,
     locality_slack: float = 0.02,
+    log2phy_layout: Literal["eplb", "vllm"] = "eplb",
+    compare_exact: bool = True,
 ) -> RebalancePlan:
     """Improved-mode plan with its report: movement against ``previous``, layers kept, balance before and after.
 
@@ -129,8 +162,11 @@ def plan_rebalance(
     one expert's weights) turns moved slots into bytes. ``locality_slack``: the target GPU load is the mean x
     (1 + locality_slack); below it a replica stays on its expert's previous GPU or home node, and GPUs above it are
     relieved by swaps. Smaller values balance tighter at the cost of more cross-node traffic and moves.
+    ``compare_exact`` also plans the exact (published) layout of the same loads and reports its peak in
+    ``exact_max_over_mean`` (None when num_replicas is not a multiple of num_gpus, which exact mode refuses).
     """
     weight = check_rebalance_arguments(weight, num_replicas, num_groups, num_nodes, num_gpus, "improved")
+    check_log2phy_layout(log2phy_layout)
     if not isinstance(min_gain, (int, float)) or not min_gain >= 0:
         raise ValueError(f"min_gain={min_gain!r} must be a number >= 0 (a max/mean difference, e.g. 0.02)")
     if not isinstance(locality_slack, (int, float)) or not locality_slack >= 0:
@@ -139,7 +175,7 @@ def plan_rebalance(
         check_positive_int(expert_size_bytes, "expert_size_bytes")
     if previous is not None:
         previous = _check_previous(previous, weight.shape, num_replicas)
-    return plan_improved(
+    plan = plan_improved(
         weight,
         num_replicas,
         num_groups,
@@ -150,6 +186,13 @@ def plan_rebalance(
         expert_size_bytes=expert_size_bytes,
         locality_slack=float(locality_slack),
     )
+    log2phy = plan.log2phy[:, :, : log2phy_width(plan.logcnt, num_replicas, log2phy_layout)]
+    exact_ratio = None
+    if compare_exact and num_replicas % num_gpus == 0:
+        exact_phy2log = rebalance_exact(weight, num_replicas, num_groups, num_nodes, num_gpus)[0]
+        slot_gpu = torch.repeat_interleave(torch.arange(num_gpus), plan.gpu_slot_counts)
+        exact_ratio = max_over_mean(gpu_loads(exact_phy2log, weight.double(), slot_gpu, num_gpus))
+    return replace(plan, log2phy=log2phy, exact_max_over_mean=exact_ratio)
 
 
 def _check_previous(previous: object, weight_shape: torch.Size, num_replicas: int) -> torch.Tensor:
@@ -185,15 +228,19 @@ def rebalance_experts(
     *,
     mode: Literal["exact", "improved"] = "exact",
     previous: torch.Tensor | None = None,
+    log2phy_layout: Literal["eplb", "vllm"] = "eplb",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Plan expert replicas and their GPUs for every layer.
 
     weight: (layers, experts) load statistics of each logical expert (token counts). num_replicas: physical slots
     per layer (in all GPUs together). num_groups: expert groups (group-limited routing); num_nodes, num_gpus: the
-    cluster. Returns phy2log (layers, replicas), log2phy (layers, experts, replicas - experts + 1) padded with -1,
-    logcnt (layers, experts); int64 on the CPU. ``previous`` (improved mode only): the phy2log in service, to move
-    few experts; use ``plan_rebalance`` for the movement report.
+    cluster. Returns phy2log (layers, replicas), log2phy (layers, experts, X) padded with -1, logcnt (layers,
+    experts); int64 on the CPU. X is ``logcnt.max()`` for ``log2phy_layout="eplb"`` (DeepSeek's contract) and
+    ``replicas - experts + 1`` for ``"vllm"``. ``previous`` (improved mode only): the phy2log in service, to move
+    few experts; use ``plan_rebalance`` for the movement report. When num_groups is not a multiple of num_nodes the
+    global policy runs and the groups are ignored, as in the published code.
     """
+    check_log2phy_layout(log2phy_layout)
     if mode == "exact":
         weight = check_rebalance_arguments(weight, num_replicas, num_groups, num_nodes, num_gpus, mode)
         if previous is not None:
@@ -201,8 +248,17 @@ def rebalance_experts(
                 "previous is only used by mode='improved': exact mode reproduces the published algorithm, which "
                 "ignores the layout in service; drop previous or use mode='improved'"
             )
-        return rebalance_exact(weight, num_replicas, num_groups, num_nodes, num_gpus)
+        return rebalance_exact(weight, num_replicas, num_groups, num_nodes, num_gpus, log2phy_layout)
     if mode != "improved":
         raise ValueError(f"mode={mode!r} is not supported: use one of {', '.join(MODES)}")
-    plan = plan_rebalance(weight, num_replicas, num_groups, num_nodes, num_gpus, previous=previous)
+    plan = plan_rebalance(
+        weight,
+        num_replicas,
+        num_groups,
+        num_nodes,
+        num_gpus,
+        previous=previous,
+        log2phy_layout=log2phy_layout,
+        compare_exact=False,
+    )
     return plan.phy2log, plan.log2phy, plan.logcnt

@@ -108,12 +108,18 @@ def _place_one_layer(
 
 
 def rebalance_experts_reference(
-    weight: torch.Tensor, num_replicas: int, num_groups: int, num_nodes: int, num_gpus: int
+    weight: torch.Tensor,
+    num_replicas: int,
+    num_groups: int,
+    num_nodes: int,
+    num_gpus: int,
+    log2phy_layout: str = "eplb",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-layer loop implementation of EPLB; same contract as ``moe_balance.placement.rebalance_experts``.
 
     weight: (layers, experts) load per logical expert. Returns phy2log (layers, replicas), log2phy (layers, experts,
-    replicas - experts + 1) padded with -1, logcnt (layers, experts); all int64 on the CPU. Inputs are assumed valid.
+    X) padded with -1 (X = logcnt.max() for "eplb", replicas - experts + 1 for "vllm"), logcnt (layers, experts);
+    all int64 on the CPU. Inputs are assumed valid.
     """
     weight = weight.detach().float().cpu()
     num_layers, num_experts = weight.shape
@@ -131,4 +137,6 @@ def rebalance_experts_reference(
         logcnt[layer] = torch.tensor(layer_cnt, dtype=torch.int64)
         for physical, (expert, rank) in enumerate(zip(layer_phy2log, layer_rank, strict=True)):
             log2phy[layer, expert, rank] = physical
+    if log2phy_layout == "eplb":
+        log2phy = log2phy[:, :, : int(logcnt.max())].contiguous()
     return phy2log, log2phy, logcnt

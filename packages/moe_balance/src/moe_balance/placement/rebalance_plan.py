@@ -34,7 +34,7 @@ class RebalancePlan:
     """An improved-mode placement and its report."""
 
     phy2log: torch.Tensor  # (layers, replicas) int64: logical expert of each physical slot
-    log2phy: torch.Tensor  # (layers, experts, replicas - experts + 1) int64: slots of each expert, -1 padded
+    log2phy: torch.Tensor  # (layers, experts, X) int64: slots of each expert, -1 padded (X: see log2phy_layout)
     logcnt: torch.Tensor  # (layers, experts) int64: replica count of each expert
     gpu_slot_counts: torch.Tensor  # (gpus,) int64: slots per GPU; GPU g owns the next gpu_slot_counts[g] slots
     max_over_mean: torch.Tensor  # (layers,) float64: heaviest GPU load / mean GPU load of the plan
@@ -43,6 +43,7 @@ class RebalancePlan:
     moved_slots: torch.Tensor  # (layers,) int64: slots whose expert changed against previous (0 without previous)
     bytes_moved: int | None  # moved slots x expert_size_bytes, when the size was given
     cross_node_load_share: float | None  # share of load served outside the expert's home node (None: no homes)
+    exact_max_over_mean: torch.Tensor | None = None  # (layers,) float64: the exact (published) plan's peak, if asked
 
 
 def gpu_slot_counts(num_replicas: int, num_gpus: int, num_nodes: int) -> torch.Tensor:
@@ -57,7 +58,7 @@ def gpu_slot_counts(num_replicas: int, num_gpus: int, num_nodes: int) -> torch.T
     return num_replicas // num_gpus + (spread_rank < num_replicas % num_gpus).long()
 
 
-def _gpu_loads(phy2log: torch.Tensor, weight: torch.Tensor, slot_gpu: torch.Tensor, num_gpus: int) -> torch.Tensor:
+def gpu_loads(phy2log: torch.Tensor, weight: torch.Tensor, slot_gpu: torch.Tensor, num_gpus: int) -> torch.Tensor:
     """GPU loads of a layout: each replica carries its expert's load / replica count. Returns (layers, gpus)."""
     num_layers, num_experts = weight.shape
     count = torch.zeros((num_layers, num_experts), dtype=torch.float64).scatter_add_(
@@ -68,7 +69,7 @@ def _gpu_loads(phy2log: torch.Tensor, weight: torch.Tensor, slot_gpu: torch.Tens
     return gpu_load.index_add_(1, slot_gpu, replica_load)
 
 
-def _max_over_mean(gpu_load: torch.Tensor) -> torch.Tensor:
+def max_over_mean(gpu_load: torch.Tensor) -> torch.Tensor:
     mean = gpu_load.mean(dim=1)
     ratio = gpu_load.max(dim=1).values / mean.clamp_min(1e-300)
     return torch.where(mean > 0, ratio, torch.ones_like(ratio))
@@ -364,9 +365,9 @@ def plan_improved(
         content = _match_previous_gpus(content, previous_content, swappable, num_experts)
         content = _align_slots(content, previous_content)
     phy2log = content[:, slot_valid]  # (layers, replicas), GPU-major
-    ratio = _max_over_mean(_gpu_loads(phy2log, weight, slot_gpu, num_gpus))
+    ratio = max_over_mean(gpu_loads(phy2log, weight, slot_gpu, num_gpus))
     if previous is not None:
-        previous_ratio = _max_over_mean(_gpu_loads(previous, weight, slot_gpu, num_gpus))
+        previous_ratio = max_over_mean(gpu_loads(previous, weight, slot_gpu, num_gpus))
         previous_duplicates = previous_hosts.sum(dim=(1, 2)) < num_replicas
         layers_kept = (previous_ratio - ratio < min_gain) & ~previous_duplicates
         phy2log = torch.where(layers_kept.unsqueeze(1), previous, phy2log)
