@@ -15,6 +15,11 @@ description:
     packets and bytes.
   - Computes how far each real server's share of the load is from its weighted share and gives a C(balanced) verdict
     against a threshold (15 percent by default).
+  - By default it grades what each service's scheduler balances - current connections as the kernel weighs them
+    (256 x active + inactive) for C(lc), C(wlc), C(lblc) and C(lblcr), active connections for C(sed) and C(nq), and
+    for the others the rate of new connections over a window (two readings I(window_s) apart) - and says per service
+    which measure it graded. Cumulative counters carry outage windows and earlier weights, so they are graded only
+    when asked for (C(metric=conns)).
   - Warns about the C(sh) and C(mh) schedulers without their port flag, and about persistence, because both pin all
     clients behind one NAT address to one real server.
   - Read-only; it never changes the IPVS table.
@@ -53,13 +58,24 @@ options:
   metric:
     description:
       - The load that is compared against the weights.
-      - C(conns) is the number of connections scheduled since the service was created (C(ipvsadm) source only).
-      - C(current_conns) is active plus inactive connections now; C(active_conns) only the active ones.
+      - C(conns) is the number of connections scheduled since the counters were created or zeroed (C(ipvsadm) source
+        only); C(conns_rate) the new connections per second between two readings I(window_s) apart.
+      - C(conn_overhead) is 256 x active + inactive connections now, what C(lc) and C(wlc) balance per weight
+        (the kernel's C(ip_vs_dest_conn_overhead)); C(current_conns) is active plus inactive connections now;
+        C(active_conns) only the active ones.
       - C(in_packets) and C(in_bytes) are the inbound counters (C(ipvsadm) source only).
-      - C(auto) uses C(conns) when per-server counters are known, else C(current_conns).
+      - C(auto) picks per service what its scheduler balances - C(conn_overhead) for lc, wlc, lblc, lblcr;
+        C(active_conns) for sed and nq; else C(conns_rate) with per-server counters and I(window_s) above 0,
+        C(conns) with counters and I(window_s=0), C(current_conns) without counters.
     type: str
-    choices: [auto, conns, current_conns, active_conns, in_packets, in_bytes]
+    choices: [auto, conns, conns_rate, conn_overhead, current_conns, active_conns, in_packets, in_bytes]
     default: auto
+  window_s:
+    description:
+      - Seconds between the two readings a rate is computed from (C(conns_rate), and C(auto) for rate-graded
+        schedulers). C(0) reads once; C(auto) then grades cumulative C(conns).
+    type: float
+    default: 2.0
   threshold_percent:
     description:
       - A service is balanced when no real server with a weight above 0 deviates from its weighted share by more
@@ -113,10 +129,16 @@ source:
   type: str
   sample: ipvsadm
 metric:
-  description: The metric compared against the weights (after resolving C(auto)).
+  description: The metric asked for; C(auto) when each service was graded by what its scheduler balances (see each
+    service's C(metric) and C(graded)).
   returned: always
   type: str
-  sample: conns
+  sample: auto
+window_s:
+  description: Seconds between the two readings rates were computed from (0 when the table was read once).
+  returned: always
+  type: float
+  sample: 2.0
 threshold_percent:
   description: The threshold used for the verdicts.
   returned: always
@@ -155,7 +177,8 @@ summary:
   returned: always
   type: list
   elements: str
-  sample: ["TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 4.2 % (limit 15 %), CV 0.042"]
+  sample: ["TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 4.2 % (limit 15 %), CV 0.042;
+            graded current connections as wlc weighs them (256 x active + inactive)"]
 services:
   description: One entry per virtual service.
   returned: always
@@ -253,6 +276,16 @@ services:
       returned: always
       type: int
       sample: 0
+    metric:
+      description: The measure graded for this service (C(auto) resolved by its scheduler).
+      returned: always
+      type: str
+      sample: conn_overhead
+    graded:
+      description: That measure in plain words.
+      returned: always
+      type: str
+      sample: current connections as wlc weighs them (256 x active + inactive)
     balanced:
       description: The verdict for this service; null when no load was recorded.
       returned: always
@@ -375,6 +408,7 @@ services:
 
 import ipaddress
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -391,7 +425,20 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
 from ansible_collections.hpc.balance.plugins.module_utils._spread import expected_shares, summarize
 
 COUNTER_KEYS = ("conns", "in_packets", "out_packets", "in_bytes", "out_bytes")
-COUNTER_METRICS = ("conns", "in_packets", "in_bytes")
+COUNTER_METRICS = ("conns", "conns_rate", "in_packets", "in_bytes")
+# Schedulers that pick the real server with the least connections per weight: lc/wlc/lblc/lblcr weigh an active
+# connection 256 times an inactive one (ip_vs_dest_conn_overhead, include/net/ip_vs.h); sed/nq count active ones.
+OVERHEAD_SCHEDULERS = ("lc", "wlc", "lblc", "lblcr")
+ACTIVE_SCHEDULERS = ("sed", "nq")
+GRADED = {
+    "conns": "connections scheduled since the counters were zeroed (cumulative: outages and earlier weights count)",
+    "conns_rate": "new connections per second over a {window:g} s window",
+    "conn_overhead": "current connections as {scheduler} weighs them (256 x active + inactive)",
+    "current_conns": "current connections (active + inactive)",
+    "active_conns": "active connections now",
+    "in_packets": "inbound packets since the counters were zeroed",
+    "in_bytes": "inbound bytes since the counters were zeroed",
+}
 SUMMARY_KEYS = ("count", "total", "mean", "min", "max", "max_over_mean", "min_over_max", "cv", "cv_grade",
                 "idle_count", "idle_share", "hot_count", "hot_share")
 VERDICT_WORDS = {True: "balanced", False: "NOT balanced", None: "no load to judge"}
@@ -443,7 +490,39 @@ def _matches(service, address, port, fwmark):
 def _load(server, metric):
     if metric == "current_conns":
         return (server["active_conns"] or 0) + (server["inactive_conns"] or 0)
+    if metric == "conn_overhead":
+        return 256 * (server["active_conns"] or 0) + (server["inactive_conns"] or 0)
     return server[metric]
+
+
+def service_metric(scheduler, requested, has_counters, window_s):
+    """The measure to grade a service by: what its scheduler balances when ``requested`` is auto."""
+    if requested != "auto":
+        return requested
+    if scheduler in OVERHEAD_SCHEDULERS:
+        return "conn_overhead"
+    if scheduler in ACTIVE_SCHEDULERS:
+        return "active_conns"
+    if not has_counters:
+        return "current_conns"
+    return "conns_rate" if window_s > 0 else "conns"
+
+
+def add_rates(first, second, window_s):
+    """Per real server of ``second``, conns_rate = new connections per second since ``first``; None when unknown."""
+    before = {}
+    for service in first["services"]:
+        for server in service["real_servers"]:
+            before[(service_key(service), server["address"], server["port"])] = server["conns"]
+    for service in second["services"]:
+        for server in service["real_servers"]:
+            earlier = before.get((service_key(service), server["address"], server["port"]))
+            now = server["conns"]
+            if earlier is None or now is None or now < earlier:  # new server, or counters zeroed in between
+                server["conns_rate"] = None
+            else:
+                server["conns_rate"] = round((now - earlier) / window_s, 3)
+    return second
 
 
 def _loads(name, servers, metric, warn):
@@ -459,6 +538,7 @@ def _loads(name, servers, metric, warn):
 
 
 def _findings(servers, stats, shares, total, metric, threshold_percent, balanced):
+    """Plain-words observations about one service's spread."""
     findings = []
     for server in servers:
         if server["weight"] == 0 and server["load"] and metric == "conns":
@@ -468,6 +548,8 @@ def _findings(servers, stats, shares, total, metric, threshold_percent, balanced
         findings.append("no real servers: the service drops every connection")
     elif stats["count"] == 0:
         findings.append("every real server has weight 0: the service accepts no new connections")
+    elif not total and metric == "conns_rate":
+        findings.append("no new connections during the window: read while traffic flows, or use metric=conns")
     elif not total:
         findings.append(f"no {metric} recorded yet: send traffic through the virtual service and read again")
     elif balanced is False:
@@ -478,16 +560,27 @@ def _findings(servers, stats, shares, total, metric, threshold_percent, balanced
             f"asks for {100.0 * shares[worst]:.1f} % ({100.0 * stats['deviations'][worst]:+.1f} %, limit "
             f"{threshold_percent:g} %)"
         )
-    if total and stats["count"] and total < 10 * stats["count"]:
+    if total and stats["count"] and total < 10 * stats["count"] and metric != "conn_overhead":
         findings.append(f"only {total} {metric} over {stats['count']} real servers: too few to judge the spread")
     return findings
 
 
-def _report_service(service, metric, threshold_percent, warn):
+def _report_service(service, options, warn):
     """Spread of one service against its weights, plus its verdict, pinning warning and findings."""
+    metric = service_metric(service["scheduler"], options["metric"], options["has_counters"], options["window_s"])
+    threshold_percent = options["threshold_percent"]
     name = service_key(service)
     servers = service["real_servers"]
     loads = _loads(name, servers, metric, warn)
+    graded = GRADED[metric].format(window=options["window_s"], scheduler=service["scheduler"])
+    if metric == "conns_rate" and options["metric"] == "auto" and not any(loads):
+        # An idle window says nothing; the counters since they were zeroed are the only load left, and the output
+        # says that this is what was graded.
+        metric = "conns"
+        loads = _loads(name, servers, metric, warn)
+        graded = (f"connections scheduled since the counters were zeroed (no new connection during the "
+                  f"{options['window_s']:g} s window, so the cumulative counters, which carry outages and earlier "
+                  f"weights)")
     # A missing weight (a server that appeared between the two ipvsadm reads) counts as 1.
     weights = [1 if server["weight"] is None or server["weight"] < 0 else server["weight"] for server in servers]
     stats = summarize(loads, weights)
@@ -508,6 +601,8 @@ def _report_service(service, metric, threshold_percent, warn):
     report = {"name": name}
     report.update({key: value for key, value in service.items() if key != "real_servers"})
     report.update({
+        "metric": metric,
+        "graded": graded,
         "balanced": balanced,
         "max_abs_deviation_percent": None if worst is None else round(100.0 * worst, 3),
         "spread": {key: stats[key] for key in SUMMARY_KEYS},
@@ -524,7 +619,17 @@ def _summary_line(report, threshold_percent):
     if report["max_abs_deviation_percent"] is not None:
         line += (f", worst deviation {report['max_abs_deviation_percent']:.1f} % (limit {threshold_percent:g} %), "
                  f"CV {report['spread']['cv'] or 0.0:.3f}")
-    return line
+    return line + f"; graded {report['graded']}"
+
+
+def _read_table(module, source, ipvsadm, params):
+    try:
+        if source == "ipvsadm":
+            return _read_ipvsadm(module, ipvsadm)
+        return _read_proc(module, params["proc_net_path"], params["kernel_hz"])
+    except IpvsParseError as exc:
+        module.fail_json(msg=f"cannot read the IPVS table from {source}: {exc}")
+    return None  # not reached: fail_json exits
 
 
 def _choose_source(module, params):
@@ -548,8 +653,10 @@ def main():
             virtual_address=dict(type="str"),
             virtual_port=dict(type="int"),
             fwmark=dict(type="int"),
-            metric=dict(type="str", default="auto",
-                        choices=["auto", "conns", "current_conns", "active_conns", "in_packets", "in_bytes"]),
+            metric=dict(type="str", default="auto", choices=["auto", "conns", "conns_rate", "conn_overhead",
+                                                             "current_conns", "active_conns", "in_packets",
+                                                             "in_bytes"]),
+            window_s=dict(type="float", default=2.0),
             threshold_percent=dict(type="float", default=15.0),
             proc_net_path=dict(type="path", default="/proc/net"),
             kernel_hz=dict(type="int", default=250),
@@ -560,6 +667,9 @@ def main():
     threshold_percent = params["threshold_percent"]
     if threshold_percent < 0:
         module.fail_json(msg=f"threshold_percent is {threshold_percent:g}: give a percentage >= 0, e.g. 15")
+    if params["window_s"] < 0:
+        module.fail_json(msg=f"window_s is {params['window_s']:g}: give the seconds between two readings, e.g. 2, or 0 "
+                             f"to read once")
     if params["kernel_hz"] < 1:
         module.fail_json(msg=f"kernel_hz is {params['kernel_hz']}: give the kernel's CONFIG_HZ, e.g. 250")
     address = None
@@ -571,30 +681,34 @@ def main():
                                  f"give the VIP, e.g. 198.18.0.100")
 
     source, ipvsadm = _choose_source(module, params)
-    try:
-        if source == "ipvsadm":
-            table = _read_ipvsadm(module, ipvsadm)
-        else:
-            table = _read_proc(module, params["proc_net_path"], params["kernel_hz"])
-    except IpvsParseError as exc:
-        module.fail_json(msg=f"cannot read the IPVS table from {source}: {exc}")
-
     has_counters = source == "ipvsadm"
     metric = params["metric"]
-    if metric == "auto":
-        metric = "conns" if has_counters else "current_conns"
     if metric in COUNTER_METRICS and not has_counters:
         module.fail_json(msg=f"metric={metric} needs per-server counters, which only source=ipvsadm provides; use "
                              f"metric=current_conns with source=proc")
+    if metric == "conns_rate" and params["window_s"] == 0:
+        module.fail_json(msg="metric=conns_rate needs two readings: give window_s above 0, e.g. 2")
+    table = _read_table(module, source, ipvsadm, params)
+    # Rates need a second reading; skipped when no service could be graded by one.
+    window_s = params["window_s"] if has_counters and metric in ("auto", "conns_rate") else 0.0
+    if window_s and any(service_metric(s["scheduler"], metric, True, window_s) == "conns_rate"
+                        for s in table["services"]):
+        time.sleep(window_s)
+        table = add_rates(table, _read_table(module, source, ipvsadm, params), window_s)
+    else:
+        window_s = 0.0
 
     selected = [service for service in table["services"]
                 if _matches(service, address, params["virtual_port"], params["fwmark"])]
-    reports = [_report_service(service, metric, threshold_percent, module.warn) for service in selected]
+    options = {"metric": metric, "has_counters": has_counters, "window_s": window_s,
+               "threshold_percent": threshold_percent}
+    reports = [_report_service(service, options, module.warn) for service in selected]
     judged = [report["balanced"] for report in reports if report["balanced"] is not None]
     module.exit_json(
         changed=False,
         source=source,
         metric=metric,
+        window_s=window_s,
         threshold_percent=threshold_percent,
         ipvs_version=table["version"],
         balanced=all(judged) if judged else None,
