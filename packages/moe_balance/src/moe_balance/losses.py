@@ -17,6 +17,12 @@ distribution (softmax, or sigmoid scores normalised per token), also summing to 
   global batch, P from the current micro-batch.
 - router z-loss (ST-MoE): ``mean_t logsumexp(logits_t)**2``.
 
+Masks: ``aux_loss`` and ``z_loss`` take ``attention_mask``, True (or 1) for real tokens and False (0) for padding,
+shape (tokens,) or (batch, seq) with rows ordered ``b*seq + s`` (HF's layout). The loss is then that of the real
+tokens alone: f and P are counted and averaged over them, as transformers' ``load_balancing_loss_func`` with its
+``attention_mask`` and Megatron-LM's ``padding_mask`` do. (Megatron's mask is True for *padding*: pass
+``~padding_mask``.)
+
 The classic bug this module guards against: with top-k, counting f as ``count_i / T`` makes ``sum f = k`` and
 silently multiplies the loss by k. Here ``f`` is always divided by ``T*k`` and ``sum f = 1`` is asserted.
 
@@ -121,10 +127,42 @@ def sequence_load_balancing_loss(
     return num_experts * factor * (f * p).sum(dim=1).mean()
 
 
+def _token_mask(attention_mask: torch.Tensor | None, num_tokens: int) -> torch.Tensor | None:
+    """(tokens,) or (batch, seq) mask of real tokens -> (tokens,) bool, or None; checked against the row count."""
+    if attention_mask is None:
+        return None
+    if not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() not in (1, 2):
+        got = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
+        raise ValueError(f"attention_mask must be a (tokens,) or (batch, seq) tensor, True for real tokens; got {got}")
+    mask = attention_mask.reshape(-1)
+    if mask.numel() != num_tokens:
+        raise ValueError(
+            f"attention_mask has {mask.numel()} entries (shape {tuple(attention_mask.shape)}) but the logits have "
+            f"{num_tokens} rows: pass one entry per token, rows ordered b*seq + s"
+        )
+    mask = mask.to(torch.bool) if mask.dtype != torch.bool else mask
+    if not bool(mask.any()):
+        raise ValueError("attention_mask keeps no token: at least one real token is needed for a loss")
+    return mask
+
+
 def _aux_loss_one_layer(
-    logits: torch.Tensor, top_k: int, convention: str, seq_len: int | None, score: str
+    logits: torch.Tensor,
+    top_k: int,
+    convention: str,
+    seq_len: int | None,
+    score: str,
+    attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     check_logits(logits)
+    mask = _token_mask(attention_mask, logits.shape[0])
+    if mask is not None:
+        if seq_len is not None:
+            raise ValueError(
+                "attention_mask with seq_len is not supported: the sequence-wise loss needs whole sequences; "
+                "drop the mask or compute the loss per sequence of real tokens"
+            )
+        logits = logits[mask]  # (real tokens, experts): the loss of the real tokens alone; padding gets no gradient
     check_top_k(top_k, logits.shape[1])
     probs = aux_scores(logits, score)  # (tokens, experts)
     with torch.no_grad():
@@ -141,23 +179,27 @@ def aux_loss(
     convention: str = "megatron",
     seq_len: int | None = None,
     score: str = "softmax",
+    attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Load-balancing loss of (tokens, experts) router logits with plain top-k selection; grad flows to ``logits``.
 
     A list of per-layer logits is pooled along the tokens for ``convention="hf"`` (what HF does) and averaged over
     layers for ``"megatron"`` (Megatron adds each layer's loss to the objective, i.e. ``num_layers`` times this mean).
-    With ``seq_len`` the sequence-wise loss is computed (per layer for a list, then averaged).
+    With ``seq_len`` the sequence-wise loss is computed (per layer for a list, then averaged). ``attention_mask``
+    (see the module docstring) keeps the real tokens of every layer.
     """
     check_convention(convention)
     check_score(score)
     if isinstance(logits, torch.Tensor):
-        return _aux_loss_one_layer(logits, top_k, convention, seq_len, score)
+        return _aux_loss_one_layer(logits, top_k, convention, seq_len, score, attention_mask)
     layers = list(logits)
     if not layers:
         raise ValueError("logits is an empty list of layers: pass one (tokens, experts) tensor per MoE layer")
     if convention == "hf" and seq_len is None:
-        return _aux_loss_one_layer(torch.cat(layers, dim=0), top_k, convention, None, score)
-    return torch.stack([_aux_loss_one_layer(x, top_k, convention, seq_len, score) for x in layers]).mean()
+        pooled_mask = None if attention_mask is None else attention_mask.reshape(-1).repeat(len(layers))
+        return _aux_loss_one_layer(torch.cat(layers, dim=0), top_k, convention, None, score, pooled_mask)
+    losses = [_aux_loss_one_layer(x, top_k, convention, seq_len, score, attention_mask) for x in layers]
+    return torch.stack(losses).mean()
 
 
 def aux_loss_masked_probs(logits: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -179,9 +221,15 @@ def aux_loss_masked_probs(logits: torch.Tensor, top_k: int) -> torch.Tensor:
     return num_experts * torch.dot(f, p_masked)
 
 
-def z_loss(logits: torch.Tensor) -> torch.Tensor:
-    """Router z-loss (ST-MoE): mean over tokens of logsumexp(logits)**2; a 0-dim tensor with grad to ``logits``."""
+def z_loss(logits: torch.Tensor, *, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Router z-loss (ST-MoE): mean over tokens of logsumexp(logits)**2; a 0-dim tensor with grad to ``logits``.
+
+    With ``attention_mask`` the mean runs over the real tokens only (Megatron-LM's ``z_loss_func`` padding mask).
+    """
     check_logits(logits)
+    mask = _token_mask(attention_mask, logits.shape[0])
+    if mask is not None:
+        logits = logits[mask]
     lse = torch.logsumexp(logits.to(compute_dtype(logits)), dim=-1)  # (tokens,)
     return lse.square().mean()
 
