@@ -72,6 +72,12 @@ options:
         grade becomes severe).
     type: float
     default: 0.5
+  timeout_s:
+    description:
+      - With O(python), seconds after which the smoke test is stopped (coreutils C(timeout) on the target) and the
+        task fails with a diagnostic. A first Triton compile on a GPU can take minutes.
+    type: int
+    default: 900
 notes:
   - The record schema is documented in docs/moe-stats-schema.md of the collection.
 seealso:
@@ -381,6 +387,19 @@ smoke:
       returned: success
       type: dict
       sample: {"known_answers": 0.0777, "total": 21.54}
+    devices:
+      description: One summary per device the smoke test ran on (every GPU by default), with its failed checks.
+      returned: success
+      type: list
+      elements: dict
+      sample: [{"device": "cuda:0", "ok": true, "name": "NVIDIA H200", "capability": "9.0", "memory_mib": 143771,
+                "failed_checks": [], "seconds": 3.2}]
+    runtime:
+      description: What the result depends on - torch, its CUDA, cuDNN and NCCL, the driver, the GPU models.
+      returned: success
+      type: dict
+      sample: {"torch": "2.13.0", "cuda": "13.0", "cudnn": 92000, "nccl": "2.29.7", "driver": "580.65.06",
+               "device_count": 1, "gpus": ["NVIDIA H200"]}
 """
 
 import json
@@ -435,10 +454,22 @@ def _smoke_document(out):
     return None
 
 
-def _run_smoke(module, python):
-    """Run the package's smoke test. It exits non-zero when a check fails but still prints its report."""
+def _run_smoke(module, python, timeout_s):
+    """Run the package's smoke test. It exits non-zero when a check fails but still prints its report.
+
+    It runs under coreutils ``timeout`` (rc 124 when it fired), so a hung GPU or compile ends the task with a reason.
+    """
     command = [python, "-m", "moe_balance", "smoke", "--json"]
-    rc, out, err = module.run_command(command)
+    timeout = module.get_bin_path("timeout")
+    if timeout is None:
+        module.warn("coreutils timeout was not found on the target: the smoke test runs without a time limit")
+    limit = [timeout, "-k", "10", str(timeout_s)] if timeout else []
+    rc, out, err = module.run_command(limit + command)
+    if limit and rc in (124, 137):
+        module.fail_json(msg=f"{' '.join(command)} did not finish within timeout_s={timeout_s} s and was stopped: a "
+                             f"first Triton compile, a GPU held by another process or a hung driver; raise timeout_s "
+                             f"or free the GPU. stderr: {err.strip()[-2000:]}", rc=rc, stdout=out, stderr=err,
+                         cmd=command)
     document = _smoke_document(out)
     if document is None:
         module.fail_json(msg=f"{' '.join(command)} printed no JSON object (rc {rc}): {(err or out).strip()[-2000:]}",
@@ -481,6 +512,7 @@ def main():
             num_experts=dict(type="int"),
             max_over_mean_limit=dict(type="float", default=2.0),
             cv_limit=dict(type="float", default=0.5),
+            timeout_s=dict(type="int", default=900),
         ),
         mutually_exclusive=[("path", "python")],
         required_one_of=[("path", "python")],
@@ -492,6 +524,10 @@ def main():
                              f"give a limit >= 1 such as 2")
     if params["cv_limit"] <= 0:
         module.fail_json(msg=f"cv_limit is {params['cv_limit']:g}: give a positive limit such as 0.5")
+    if params["timeout_s"] < 1:
+        module.fail_json(
+            msg=f"timeout_s is {params['timeout_s']}: give the seconds the smoke test may take, such as 900"
+        )
     if params["num_experts"] is not None and params["num_experts"] < 1:
         module.fail_json(msg=f"num_experts is {params['num_experts']}: give the number of experts per layer (>= 1)")
 
@@ -515,9 +551,11 @@ def main():
                 report = parse_log(handle, num_experts=params["num_experts"], sink=sink)
         source = "file"
     else:
-        document = _run_smoke(module, params["python"])
+        document = _run_smoke(module, params["python"], params["timeout_s"])
         report = parse_records(document["records"], sink=sink)
-        smoke = {key: document.get(key) for key in ("ok", "version", "device", "checks", "timings_s")}
+        smoke = {
+            key: document.get(key) for key in ("ok", "version", "device", "checks", "timings_s", "devices", "runtime")
+        }
         data_format = "smoke"
         source = "smoke"
 
