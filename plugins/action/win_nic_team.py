@@ -3,27 +3,41 @@
 """Controller side of hpc.balance.win_nic_team: gather -> plan (module_utils._winteam) -> apply -> wait -> verdict.
 
 The Windows host only runs two thin PowerShell modules (win_nic_team_gather, win_nic_team_apply); every decision is
-taken here so that it is the same, unit-tested code for every host.
+taken here so that it is the same, unit-tested code for every host. A change on the management path runs behind a
+rollback task ("commit confirmed"): armed before the change, disarmed once this plugin has reconnected.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import time
+from dataclasses import replace
+from typing import Any
 
+from ansible.errors import AnsibleConnectionFailure
+
+from ansible_collections.hpc.balance.plugins.module_utils._wincommand import with_commands
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import Plan
 from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
-    KINDS,
-    LOAD_BALANCING_ALGORITHMS,
-    TEAMING_MODES,
+    DEFAULT_ROLLBACK_TIMEOUT_S,
+    IP_SOURCES,
     TeamDesired,
     desired_summary,
-    parse_host_state,
     pcie_report,
     plan,
     summary,
-    vendor_driver_file_patterns,
     verdict,
 )
-from ansible_collections.hpc.balance.plugins.plugin_utils._win_action import WinPlanAction, poll_verdict
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
+    KINDS,
+    LACP_TIMERS,
+    LOAD_BALANCING_ALGORITHMS,
+    TEAMING_MODES,
+    HostState,
+    parse_host_state,
+    vendor_driver_file_patterns,
+)
+from ansible_collections.hpc.balance.plugins.plugin_utils._win_action import WinPlanAction
 
 GATHER_MODULE = "hpc.balance.win_nic_team_gather"
 APPLY_MODULE = "hpc.balance.win_nic_team_apply"
@@ -38,75 +52,148 @@ ARGUMENT_SPEC = {
         "choices": list(LOAD_BALANCING_ALGORITHMS.values()),
         "default": "Dynamic",
     },
+    "lacp_timer": {"type": "str", "choices": list(LACP_TIMERS.values())},
     "standby_member": {"type": "str"},
     "team_nic_name": {"type": "str"},
     "vlan_id": {"type": "int"},
+    "vlan_team_nics": {
+        "type": "list",
+        "elements": "dict",
+        "options": {"vlan_id": {"type": "int", "required": True}, "name": {"type": "str"}},
+    },
+    "team_nic_ip": {
+        "type": "dict",
+        "options": {
+            "source": {"type": "str", "choices": list(IP_SOURCES), "default": "static"},
+            "address": {"type": "str"},
+            "prefix_length": {"type": "int"},
+            "gateway": {"type": "str"},
+            "dns_servers": {"type": "list", "elements": "str", "default": []},
+        },
+    },
+    "rename_from": {"type": "str"},
+    "allow_management_os": {"type": "bool"},
+    "host_vnics": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": {
+            "name": {"type": "str", "required": True},
+            "vlan_id": {"type": "int", "default": 0},
+            "rdma": {"type": "bool"},
+        },
+    },
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     "force": {"type": "bool", "default": False},
     "for_vswitch": {"type": "bool", "default": False},
+    "allow_management_change": {"type": "bool", "default": False},
+    "rollback_timeout_s": {"type": "int", "default": DEFAULT_ROLLBACK_TIMEOUT_S},
     "preflight_only": {"type": "bool", "default": False},
     "wait_timeout_s": {"type": "int", "default": 180},
     "wait_delay_s": {"type": "int", "default": 5},
 }
 
-# Indirection so tests can drive the wait loop without sleeping.
+# Indirection so tests can drive the wait loops without sleeping.
 _sleep = time.sleep
 _monotonic = time.monotonic
 
 
+def management_addresses_from(task_vars: dict) -> tuple:
+    """ansible_host (or the inventory name) when it is an IP address: the address the controller connects to."""
+    host = task_vars.get("ansible_host") or task_vars.get("inventory_hostname") or ""
+    try:
+        return (str(ipaddress.ip_address(str(host))),)
+    except ValueError:
+        return ()  # a name: the gather's WinRM connection records still give the address in use
+
+
 class ActionModule(WinPlanAction):
-    def _gather(self, task_vars):
-        args = {"driver_file_patterns": vendor_driver_file_patterns()}
-        return self._gather_with(GATHER_MODULE, parse_host_state, args, task_vars)
+    GATHER_MODULE = GATHER_MODULE
+    APPLY_MODULE = APPLY_MODULE
+    ARGUMENT_SPEC = ARGUMENT_SPEC
+    DESIRED_TYPE = TeamDesired
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        args, desired = self._checked_task(ARGUMENT_SPEC, TeamDesired)
+    def _gather_args(self, desired: TeamDesired, verify: bool) -> dict:
+        return {"driver_file_patterns": vendor_driver_file_patterns()}
 
-        state = self._gather(task_vars)
-        team_plan = plan(desired, state)
-        before = summary(desired, state)
-        result.update(
-            changed=False,
-            findings=[finding.as_dict() for finding in team_plan.findings],
-            changes=team_plan.changes,
-            pcie=pcie_report(desired, state) if desired.state == "present" else [],
-        )
-        warnings = [finding.message for finding in team_plan.findings if finding.severity == "warn"]
-        if warnings:
-            result["warnings"] = warnings
-        if team_plan.refused:
-            result.update(failed=True, msg=f"preflight refused the change: {team_plan.refusal_message()}")
-            return result
-        if args["preflight_only"]:
-            result["msg"] = f"preflight passed: {len(team_plan.changes)} change(s) planned"
-            return result
+    def _parse(self, raw: dict) -> HostState:
+        return parse_host_state(raw)
 
-        if team_plan.changes:
-            applied = self._run_module(APPLY_MODULE, {"changes": team_plan.changes}, task_vars)
-            result["applied"] = applied.get("applied", [])
-            result["changed"] = True
-            if self._task.diff:
-                result["diff"] = {"before": before, "after": desired_summary(desired, before)}
-        if self._task.check_mode:
-            result["msg"] = f"check mode: {len(team_plan.changes)} change(s) would be made"
-            return result
+    def _desired(self, desired: TeamDesired, task_vars: dict) -> TeamDesired:
+        return replace(desired, management_addresses=management_addresses_from(task_vars))
 
-        outcome, waited_s = self._wait(desired, state, bool(team_plan.changes), args, task_vars)
-        result["verdict"] = outcome.as_dict()
-        result["waited_s"] = round(waited_s, 1)
-        result["msg"] = outcome.message
-        if not outcome.ok:
-            result["failed"] = True
-            if waited_s:
-                result["msg"] = (
-                    f"{outcome.message} (after waiting {waited_s:.0f} s of wait_timeout_s={args['wait_timeout_s']})"
+    def _plan(self, desired: TeamDesired, state: HostState) -> Plan:
+        return plan(desired, state)
+
+    def _report(self, desired: TeamDesired, state: HostState) -> dict:
+        return {"pcie": pcie_report(desired, state) if desired.state == "present" else []}
+
+    def _diff(self, desired: TeamDesired, state: HostState, changes: list[dict]) -> dict:
+        return {"before": summary(desired, state), "after": desired_summary(desired, state, changes)}
+
+    def _judge(self, desired: TeamDesired, state: HostState) -> Any:
+        return verdict(desired, state)
+
+    def _sleep(self, seconds: float) -> None:
+        _sleep(seconds)
+
+    def _monotonic(self) -> float:
+        return _monotonic()
+
+    def _apply(self, changes: list[dict], desired: TeamDesired, args: dict, task_vars: dict, result: dict) -> None:
+        if changes[0]["action"] != "arm_rollback" or self._task.check_mode:
+            super()._apply(changes, desired, args, task_vars, result)
+            return
+        self._apply_behind_rollback(changes, desired, task_vars, result)
+
+    def _apply_behind_rollback(self, changes: list[dict], desired: TeamDesired, task_vars: dict, result: dict) -> None:
+        """Arm + change in one call (the connection may drop in it), then reconnect and disarm within the timeout."""
+        arm, disarm = changes[0], changes[-1]
+        started = _monotonic()
+        try:
+            applied = self._execute_module(
+                module_name=APPLY_MODULE, module_args={"changes": with_commands(changes[:-1])}, task_vars=task_vars
+            )
+        except AnsibleConnectionFailure as error:
+            applied = {"unreachable": True, "msg": str(error)}
+        if applied.get("failed"):
+            result.update(
+                failed=True,
+                applied=applied.get("applied", []),
+                msg=f"{APPLY_MODULE} failed: {applied.get('msg', 'no message')}; the rollback task "
+                f"'{arm['task_name']}' restores the recorded state within {arm['timeout_s']} s unless disarmed",
+            )
+            return
+        result["applied"] = applied.get("applied", [])
+        reconnected_s = self._disarm(disarm, arm["timeout_s"], started, task_vars)
+        if reconnected_s is None:
+            result.update(
+                failed=True,
+                rollback={"armed": True, "disarmed": False, "task_name": arm["task_name"]},
+                msg=f"the controller did not reconnect within rollback_timeout_s={arm['timeout_s']} after the change "
+                f"on the management path: the scheduled task '{arm['task_name']}' on the host restores the recorded "
+                "team and IP state; if the host stays unreachable, follow the out-of-band procedure in the "
+                "win_nic_team role README",
+            )
+            return
+        result["rollback"] = {
+            "armed": True,
+            "disarmed": True,
+            "task_name": arm["task_name"],
+            "reconnected_after_s": round(reconnected_s, 1),
+        }
+
+    def _disarm(self, disarm: dict, timeout_s: int, started: float, task_vars: dict) -> float | None:
+        """Retry the disarm call until it succeeds; None when the rollback fires first (a margin of 20 s)."""
+        while _monotonic() - started < timeout_s - 20:
+            try:
+                self._connection.reset()
+                answer = self._execute_module(
+                    module_name=APPLY_MODULE, module_args={"changes": with_commands([disarm])}, task_vars=task_vars
                 )
-        return result
-
-    def _wait(self, desired, state, changed, args, task_vars):
-        """After a change, re-gather until the verdict is ok or wait_timeout_s has passed; unchanged: judge once."""
-        if not changed:
-            return verdict(desired, state), 0.0
-        return poll_verdict(lambda: verdict(desired, self._gather(task_vars)), args, _sleep, _monotonic)
+                if not answer.get("failed") and not answer.get("unreachable"):
+                    return _monotonic() - started
+            except AnsibleConnectionFailure:
+                pass
+            _sleep(5)
+        return None

@@ -3,20 +3,27 @@
 """Controller side of hpc.balance.win_smb_multichannel: gather -> plan (module_utils._winsmb) -> apply -> verify.
 
 The Windows host only runs win_smb_multichannel_gather and win_smb_multichannel_apply; the decisions and the
-channel verdict are made here.
+channel verdict are made here. The share is opened only to verify, and only with a credential path that avoids the
+WinRM double hop (become with runas, CredSSP, or Kerberos delegation), which this plugin reads from the task.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from typing import Any
 
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import Plan
 from ansible_collections.hpc.balance.plugins.module_utils._winsmb import (
+    ChannelVerdict,
     SmbDesired,
+    SmbState,
     channel_verdict,
+    credential_path,
     parse_smb_state,
     plan,
 )
-from ansible_collections.hpc.balance.plugins.plugin_utils._win_action import WinPlanAction, poll_verdict
+from ansible_collections.hpc.balance.plugins.plugin_utils._win_action import WinPlanAction
 
 GATHER_MODULE = "hpc.balance.win_smb_multichannel_gather"
 APPLY_MODULE = "hpc.balance.win_smb_multichannel_apply"
@@ -33,8 +40,10 @@ ARGUMENT_SPEC = {
             "interfaces": {"type": "list", "elements": "str", "required": True},
         },
     },
+    "exclusive_constraints": {"type": "bool", "default": False},
     "verify_share": {"type": "str"},
     "min_channels": {"type": "int", "default": 2},
+    "settle_s": {"type": "int", "default": 10},
     "rss_interfaces": {"type": "list", "elements": "str", "default": []},
     "preflight_only": {"type": "bool", "default": False},
     "wait_timeout_s": {"type": "int", "default": 60},
@@ -46,7 +55,7 @@ _sleep = time.sleep
 _monotonic = time.monotonic
 
 
-def _switches(state):
+def _switches(state: SmbState) -> dict:
     return {
         "server_multichannel": state.server_multichannel,
         "client_multichannel": state.client_multichannel,
@@ -55,72 +64,60 @@ def _switches(state):
 
 
 class ActionModule(WinPlanAction):
-    def _gather(self, share, task_vars):
-        args = {"share": share} if share else {}
-        return self._gather_with(GATHER_MODULE, parse_smb_state, args, task_vars)
+    GATHER_MODULE = GATHER_MODULE
+    APPLY_MODULE = APPLY_MODULE
+    ARGUMENT_SPEC = ARGUMENT_SPEC
+    DESIRED_TYPE = SmbDesired
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        del tmp
-        args, desired = self._checked_task(ARGUMENT_SPEC, SmbDesired)
-
+    def _gather_args(self, desired: SmbDesired, verify: bool) -> dict:
         # The share is opened only once the configuration is right: preflight gathers without it.
-        state = self._gather(None, task_vars)
-        smb_plan = plan(desired, state)
-        result.update(
-            changed=False,
-            findings=[finding.as_dict() for finding in smb_plan.findings],
-            changes=smb_plan.changes,
-        )
-        warnings = [finding.message for finding in smb_plan.findings if finding.severity == "warn"]
-        if smb_plan.refused:
-            result.update(failed=True, msg=f"preflight refused the change: {smb_plan.refusal_message()}")
-            if warnings:
-                result["warnings"] = warnings
-            return result
-        if args["preflight_only"]:
-            result["msg"] = f"preflight passed: {len(smb_plan.changes)} change(s) planned"
-            if warnings:
-                result["warnings"] = warnings
-            return result
+        if not verify:
+            return {}
+        return {"share": desired.verify_share, "min_channels": desired.min_channels, "settle_s": desired.settle_s}
 
-        if smb_plan.changes:
-            applied = self._run_module(APPLY_MODULE, {"changes": smb_plan.changes}, task_vars)
-            result["applied"] = applied.get("applied", [])
-            result["changed"] = True
-            if self._task.diff:
-                after = {
-                    "server_multichannel": desired.server_enabled,
-                    "client_multichannel": desired.client_enabled,
-                    "constraints": dict(_switches(state)["constraints"]),
-                }
-                for server, interfaces in desired.constraints:
-                    for name in list(after["constraints"]):
-                        if name.lower() == server.lower():
-                            del after["constraints"][name]
-                    after["constraints"][server] = sorted(interfaces)
-                result["diff"] = {"before": _switches(state), "after": after}
-        if self._task.check_mode:
-            result["msg"] = f"check mode: {len(smb_plan.changes)} change(s) would be made"
-            if warnings:
-                result["warnings"] = warnings
-            return result
+    def _parse(self, raw: dict) -> SmbState:
+        return parse_smb_state(raw)
 
-        outcome, waited_s = self._verify(desired, args, task_vars)
-        warnings += [f.message for f in outcome.findings if f.severity == "warn" and f.message not in warnings]
-        if warnings:
-            result["warnings"] = warnings
-        result.update(verdict=outcome.as_dict(), waited_s=round(waited_s, 1), msg=outcome.message)
-        if not outcome.ok:
-            result["failed"] = True
-        return result
+    def _desired(self, desired: SmbDesired, task_vars: dict) -> SmbDesired:
+        become = bool(getattr(self._task, "become", False))
+        method = getattr(self._task, "become_method", None)
+        return replace(desired, credential_path=credential_path(become, method, task_vars))
 
-    def _verify(self, desired, args, task_vars):
-        """Open verify_share and re-check until it uses min_channels or wait_timeout_s has passed."""
+    def _plan(self, desired: SmbDesired, state: SmbState) -> Plan:
+        return plan(desired, state)
+
+    def _report(self, desired: SmbDesired, state: SmbState) -> dict:
+        return {"credential_path": desired.credential_path, "server_interfaces": list(state.server_interfaces)}
+
+    def _diff(self, desired: SmbDesired, state: SmbState, changes: list[dict]) -> dict:
+        after = {
+            "server_multichannel": desired.server_enabled,
+            "client_multichannel": desired.client_enabled,
+            "constraints": dict(_switches(state)["constraints"]),
+        }
+        for change in changes:
+            if change["action"] == "remove_constraint":
+                left = [a for a in after["constraints"].get(change["server_name"], []) if a not in change["interfaces"]]
+                after["constraints"][change["server_name"]] = left
+            elif change["action"] == "add_constraint":
+                current = after["constraints"].setdefault(change["server_name"], [])
+                current += [a for a in change["interfaces"] if a not in current]
+        after["constraints"] = {k: sorted(v) for k, v in sorted(after["constraints"].items()) if v}
+        return {"before": _switches(state), "after": after}
+
+    def _needs_wait(self, desired: SmbDesired, changed: bool) -> bool:
+        return bool(desired.verify_share)
+
+    def _judge(self, desired: SmbDesired, state: SmbState) -> ChannelVerdict:
+        return channel_verdict(desired, state)
+
+    def _wait(self, desired: SmbDesired, state: Any, changed: bool, args: dict, task_vars: dict) -> tuple:
         if not desired.verify_share:
             return channel_verdict(desired, None), 0.0
+        return super()._wait(desired, state, changed, args, task_vars)
 
-        def check():
-            return channel_verdict(desired, self._gather(desired.verify_share, task_vars))
+    def _sleep(self, seconds: float) -> None:
+        _sleep(seconds)
 
-        return poll_verdict(check, args, _sleep, _monotonic)
+    def _monotonic(self) -> float:
+        return _monotonic()

@@ -8,23 +8,52 @@ several on one RSS-capable interface (a team NIC included). This module decides 
 really connects over more than one channel; ``win_smb_multichannel_gather`` / ``_apply`` only gather and apply.
 
 Gathered records follow MSFT_SmbMultichannelConnection, MSFT_SmbMultichannelConstraint,
-MSFT_SmbClientNetworkInterface, MSFT_NetAdapterRssSettingData and Get-SmbServerConfiguration /
-Get-SmbClientConfiguration (selected properties, as ConvertTo-Json writes them).
+MSFT_SmbClientNetworkInterface, MSFT_SmbServerNetworkInterface, MSFT_NetAdapterRssSettingData,
+MSFT_NetAdapterRdmaSettingData, MSFT_NetLbfoTeamMember and Get-SmbServerConfiguration / Get-SmbClientConfiguration
+(selected properties, one list per cmdlet).
+
+Opening the share to verify it happens on the host, in the WinRM logon. Under NTLM, or Kerberos without delegation,
+that logon cannot present credentials to a second machine (the double hop), so the check fails for reasons that
+have nothing to do with multichannel. The plan refuses verify_share unless the task has a credential path that
+reaches the file server: ``become: true`` with ``become_method: runas`` (an interactive logon with the account's
+credentials), CredSSP, or Kerberos with delegation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.hpc.balance.plugins.module_utils._winplan import REFUSE, WARN, Finding, gated_plan
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import REFUSE, WARN, Finding, Plan, gated_plan
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import as_list as _as_list
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import quoted_names as _names
 
+CREDENTIAL_PATHS = ("become_runas", "credssp", "kerberos_delegation", "none")
+MULTIPLEXOR = "Microsoft Network Adapter Multiplexor Driver"
 
-def _same_server(left, right):
-    """'fs01', 'FS01' and 'fs01.hpc.example' name one server; SMB reports whichever name the client used."""
+
+def _same_server(left: str, right: str) -> bool:
+    """For live connections: 'fs01', 'FS01' and 'fs01.hpc.example' name one server (SMB shows the name used)."""
     a, b = (left or "").lower(), (right or "").lower()
     return a == b or a.split(".")[0] == b.split(".")[0]
+
+
+def _same_constraint(left: str, right: str) -> bool:
+    """Constraints are kept per ServerName string: 'fs01' and 'fs01.hpc.example' are two constraints."""
+    return (left or "").lower() == (right or "").lower()
+
+
+def credential_path(become: bool, become_method: str | None, task_vars: dict) -> str:
+    """How the host's logon reaches a file server: become_runas, credssp, kerberos_delegation or none."""
+    if become and (become_method or "runas") == "runas":
+        return "become_runas"
+    transport = task_vars.get("ansible_winrm_transport") or task_vars.get("ansible_psrp_auth") or ""
+    transports = [t.strip().lower() for t in (transport if isinstance(transport, list) else str(transport).split(","))]
+    if "credssp" in transports:
+        return "credssp"
+    delegation = task_vars.get("ansible_winrm_kerberos_delegation") or task_vars.get("ansible_psrp_negotiate_delegate")
+    if "kerberos" in transports and str(delegation).lower() in ("true", "yes", "1"):
+        return "kerberos_delegation"
+    return "none"
 
 
 # ---------------------------------------------------------------------------------------------------- state
@@ -54,9 +83,13 @@ class SmbState:
     rss_enabled: dict  # adapter name -> bool
     adapters: tuple  # adapter names
     share_probe: dict
+    server_interfaces: tuple = ()  # Get-SmbServerNetworkInterface records
+    rdma_enabled: dict = field(default_factory=dict)  # adapter name -> bool (Get-NetAdapterRdma)
+    adapter_descriptions: dict = field(default_factory=dict)  # adapter name -> InterfaceDescription
+    team_members: dict = field(default_factory=dict)  # LBFO team name -> member names
 
 
-def parse_smb_state(raw):
+def parse_smb_state(raw: dict) -> SmbState:
     constraints = {}
     for record in _as_list(raw.get("constraints")):
         server = record.get("ServerName") or ""
@@ -89,11 +122,24 @@ def parse_smb_state(raw):
         rss_enabled={record.get("Name"): bool(record.get("Enabled")) for record in _as_list(raw.get("rss"))},
         adapters=tuple(record.get("Name") for record in _as_list(raw.get("adapters"))),
         share_probe=raw.get("share_probe") or {},
+        server_interfaces=tuple(_as_list(raw.get("server_interfaces"))),
+        rdma_enabled={record.get("Name"): bool(record.get("Enabled")) for record in _as_list(raw.get("rdma"))},
+        adapter_descriptions={
+            record.get("Name"): record.get("InterfaceDescription") or "" for record in _as_list(raw.get("adapters"))
+        },
+        team_members=_team_members(raw),
     )
 
 
+def _team_members(raw: dict) -> dict:
+    teams: dict = {}
+    for record in _as_list(raw.get("team_members")):
+        teams.setdefault(record.get("Team") or "", []).append(record.get("Name"))
+    return {team: tuple(sorted(names)) for team, names in teams.items()}
+
+
 # ---------------------------------------------------------------------------------------------------- desired
-def share_server(path):
+def share_server(path: str | None) -> str:
     r"""'\\fs01\scratch' -> 'fs01'; ValueError for anything that is not a UNC share path."""
     text = (path or "").replace("/", "\\")
     parts = [part for part in text.split("\\") if part]
@@ -110,9 +156,12 @@ class SmbDesired:
     verify_share: str | None = None
     min_channels: int = 2
     rss_interfaces: tuple = ()
+    exclusive_constraints: bool = False
+    credential_path: str = "none"  # set by the action plugin from become / the WinRM transport
+    settle_s: int = 10
 
     @classmethod
-    def from_args(cls, args):
+    def from_args(cls, args: dict) -> SmbDesired:
         constraints = []
         seen = set()
         for index, entry in enumerate(args.get("constraints") or []):
@@ -141,18 +190,20 @@ class SmbDesired:
             verify_share=verify_share,
             min_channels=min_channels,
             rss_interfaces=tuple(args.get("rss_interfaces") or ()),
+            exclusive_constraints=bool(args.get("exclusive_constraints")),
+            settle_s=int(args.get("settle_s") if args.get("settle_s") is not None else 10),
         )
 
 
 # ---------------------------------------------------------------------------------------------------- preflight
-def _current_constraint(state, server):
+def _current_constraint(state: SmbState, server: str) -> tuple[str, tuple]:
     for name, aliases in state.constraints.items():
-        if _same_server(name, server):
+        if _same_constraint(name, server):
             return name, aliases
     return server, ()
 
 
-def rss_findings(state, interface_names):
+def rss_findings(state: SmbState, interface_names: list[str] | tuple) -> list[Finding]:
     """Warnings for interfaces that cannot spread SMB channels (no RSS): one channel per such interface."""
     findings = []
     by_name = {record.get("FriendlyName"): record for record in state.client_interfaces.values()}
@@ -174,8 +225,94 @@ def rss_findings(state, interface_names):
     return findings
 
 
-def preflight(desired, state):
+def _double_hop_findings(desired: SmbDesired) -> list[Finding]:
+    if not desired.verify_share or desired.credential_path != "none":
+        return []
+    return [
+        Finding(
+            REFUSE,
+            "verify_double_hop",
+            f"verify_share {desired.verify_share} is opened on the host inside the WinRM logon, which under NTLM or "
+            "Kerberos without delegation cannot authenticate to the file server (the double hop), so the check "
+            "would fail whatever multichannel does. Run the task with become: true and become_method: runas "
+            "(become_user: an account the share admits), or connect with ansible_winrm_transport: credssp, or "
+            "Kerberos with ansible_winrm_kerberos_delegation: true; or drop verify_share",
+        )
+    ]
+
+
+def _name_variant_findings(desired: SmbDesired, state: SmbState) -> list[Finding]:
     findings = []
+    for server, _interfaces in desired.constraints:
+        for name in state.constraints:
+            if not _same_constraint(name, server) and _same_server(name, server):
+                findings.append(
+                    Finding(
+                        WARN,
+                        "constraint_name_variant",
+                        f"a constraint exists for '{name}' and one is asked for '{server}': constraints are kept per "
+                        "ServerName string and apply to connections made by that name only; use the name clients "
+                        "use (the UNC paths), and list each variant if clients use both",
+                    )
+                )
+    if desired.verify_share and desired.constraints:
+        server = share_server(desired.verify_share)
+        listed = [name for name, _i in desired.constraints]
+        if not any(_same_constraint(name, server) for name in listed) and any(
+            _same_server(name, server) for name in listed
+        ):
+            findings.append(
+                Finding(
+                    WARN,
+                    "verify_name_not_constrained",
+                    f"verify_share names server '{server}', but the constraint is for "
+                    f"{_names([n for n in listed if _same_server(n, server)])}: the check connects by another name, "
+                    "so the constraint does not apply to it",
+                )
+            )
+    return findings
+
+
+def server_interface_findings(state: SmbState) -> list[Finding]:
+    """What the server side offers SMB clients (Get-SmbServerNetworkInterface): channels need RSS or RDMA there."""
+    findings = []
+    for record in state.server_interfaces:
+        if not record.get("RssCapable") and not record.get("RdmaCapable"):
+            findings.append(
+                Finding(
+                    WARN,
+                    "server_interface_single_channel",
+                    "server interface {} ({}) is neither RSS- nor RDMA-capable: clients open one channel to it".format(
+                        record.get("InterfaceIndex"), record.get("IpAddress") or "no address"
+                    ),
+                )
+            )
+    return findings
+
+
+def rdma_findings(state: SmbState, interface_names: list[str] | tuple) -> list[Finding]:
+    """An LBFO team NIC has no RDMA: SMB Direct over its RDMA-enabled members is lost (SMB falls back to TCP)."""
+    findings = []
+    for name in interface_names:
+        if not state.adapter_descriptions.get(name, "").startswith(MULTIPLEXOR):
+            continue
+        members = state.team_members.get(name, ())
+        rdma = [member for member in members if state.rdma_enabled.get(member)]
+        if rdma:
+            findings.append(
+                Finding(
+                    WARN,
+                    "lbfo_no_smb_direct",
+                    f"interface '{name}' is an LBFO team NIC over RDMA-enabled {_names(rdma)}: a team NIC exposes no "
+                    "RDMA, so SMB Direct is not used through it; constrain SMB to the member cards themselves, or "
+                    "use a SET switch with RDMA-enabled host vNICs",
+                )
+            )
+    return findings
+
+
+def preflight(desired: SmbDesired, state: SmbState) -> list[Finding]:
+    findings = _double_hop_findings(desired)
     for server, interfaces in desired.constraints:
         missing = [alias for alias in interfaces if alias not in state.adapters]
         if missing:
@@ -198,12 +335,21 @@ def preflight(desired, state):
             )
         )
     findings += rss_findings(state, desired.rss_interfaces)
+    findings += _name_variant_findings(desired, state)
+    if desired.server_enabled:
+        findings += server_interface_findings(state)
+    constrained = sorted({alias for _server, aliases in desired.constraints for alias in aliases})
+    findings += rdma_findings(state, sorted(set(desired.rss_interfaces) | set(constrained)))
     return findings
 
 
 # ---------------------------------------------------------------------------------------------------- changes
-def plan_changes(desired, state):
-    """Smallest ordered change list: switches first, then constraint additions before removals."""
+def plan_changes(desired: SmbDesired, state: SmbState) -> list[dict]:
+    """Smallest ordered change list: switches, constraint additions, removals, then a refresh of live sessions.
+
+    Existing SMB sessions keep their channel layout until Update-SmbMultichannelConnection runs, so any change ends
+    with it.
+    """
     changes = []
     if state.server_multichannel != desired.server_enabled:
         changes.append({"action": "set_server_multichannel", "enable": desired.server_enabled})
@@ -218,10 +364,17 @@ def plan_changes(desired, state):
             changes.append({"action": "add_constraint", "server_name": server, "interfaces": add})
         if remove:
             removals.append({"action": "remove_constraint", "server_name": current_name, "interfaces": remove})
-    return changes + removals
+    if desired.exclusive_constraints:
+        for name, aliases in sorted(state.constraints.items()):
+            if not any(_same_constraint(name, server) for server, _i in desired.constraints):
+                removals.append({"action": "remove_constraint", "server_name": name, "interfaces": list(aliases)})
+    changes += removals
+    if changes:
+        changes.append({"action": "update_connections"})
+    return changes
 
 
-def plan(desired, state):
+def plan(desired: SmbDesired, state: SmbState) -> Plan:
     return gated_plan(preflight(desired, state), lambda: plan_changes(desired, state))
 
 
@@ -234,7 +387,7 @@ class ChannelVerdict:
     paths: list = field(default_factory=list)
     findings: list = field(default_factory=list)
 
-    def as_dict(self):
+    def as_dict(self) -> dict:
         return {
             "ok": self.ok,
             "message": self.message,
@@ -244,7 +397,7 @@ class ChannelVerdict:
         }
 
 
-def channel_verdict(desired, state):
+def channel_verdict(desired: SmbDesired, state: SmbState | None) -> ChannelVerdict:
     """Does verify_share connect over at least min_channels channels? The failure says why it may not."""
     if not desired.verify_share:
         return ChannelVerdict(True, "no verify_share given: live multichannel connections not checked")
@@ -272,6 +425,7 @@ def channel_verdict(desired, state):
         for row in used
     ]
     findings = rss_findings(state, sorted({row.client_interface for row in used}))
+    findings += rdma_findings(state, sorted({row.client_interface for row in used}))
     if not state.client_multichannel:
         findings.append(Finding(WARN, "client_multichannel_off", "client multichannel is disabled on this host"))
     if not used:

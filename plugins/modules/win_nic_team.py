@@ -56,9 +56,17 @@ options:
     type: str
     choices: [TransportPorts, IPAddresses, MacAddresses, HyperVPort, Dynamic]
     default: Dynamic
+  lacp_timer:
+    description:
+      - LACP timer of an LBFO team in C(Lacp) mode (C(New-NetLbfoTeam)/C(Set-NetLbfoTeam) C(-LacpTimer)). Unset
+        leaves it as it is (Windows makes C(Fast)).
+    type: str
+    choices: [Fast, Slow]
   standby_member:
     description:
-      - One member to keep on standby. It carries no traffic, and its failed link stays unnoticed until an active
+      - One member to keep on standby. Windows allows a standby member in C(SwitchIndependent) mode only; with
+        C(Static) or C(Lacp) every member is active, so the combination is refused.
+      - It carries no traffic, and its failed link stays unnoticed until an active
         member fails, so the module warns about it.
     type: str
   team_nic_name:
@@ -67,8 +75,80 @@ options:
     type: str
   vlan_id:
     description:
-      - VLAN of the primary team NIC; C(0) is the untagged default. Unset leaves it as it is.
+      - VLAN of the primary team NIC; C(0) is the untagged Default mode (C(Set-NetLbfoTeamNic -Default)). Unset leaves
+        it as it is.
+      - Tagging renames the primary team NIC to C(<team> - VLAN <id>); with O(team_nic_name) the module tags first
+        and renames after, so the name lasts.
     type: int
+  vlan_team_nics:
+    description:
+      - Additional team NICs, one per VLAN (C(Add-NetLbfoTeamNic)); unset leaves them as they are, a list (even
+        empty) removes the ones not listed (C(Remove-NetLbfoTeamNic)).
+    type: list
+    elements: dict
+    suboptions:
+      vlan_id:
+        description: VLAN of the team NIC, 1-4094, not the primary team NIC's.
+        type: int
+        required: true
+      name:
+        description: Its name; unset gives Windows' default C(<team> - VLAN <id>).
+        type: str
+  team_nic_ip:
+    description:
+      - IPv4 configuration of the primary team NIC. A new team NIC starts on DHCP, and the members lose theirs.
+      - C(source=members) moves the static address, gateway and DNS servers that one member carries now onto the team
+        NIC in the same apply run; C(source=static) sets O(team_nic_ip.address); C(source=dhcp) enables DHCP.
+    type: dict
+    suboptions:
+      source:
+        description: Where the configuration comes from.
+        type: str
+        choices: [static, dhcp, members]
+        default: static
+      address:
+        description: IPv4 address (C(source=static)).
+        type: str
+      prefix_length:
+        description: Prefix length (C(source=static)).
+        type: int
+      gateway:
+        description: Default gateway.
+        type: str
+      dns_servers:
+        description: DNS server addresses.
+        type: list
+        elements: str
+        default: []
+  rename_from:
+    description:
+      - Rename the LBFO team from this name to O(name) (C(Rename-NetLbfoTeam)) when O(name) does not exist yet.
+    type: str
+  allow_management_os:
+    description:
+      - SET only. Whether the management OS shares the switch (C(New-VMSwitch)/C(Set-VMSwitch -AllowManagementOS)).
+        Unset leaves an existing switch as it is and creates a new one without it. O(host_vnics) imply C(true).
+    type: bool
+  host_vnics:
+    description:
+      - SET only. Host (management OS) vNICs on the switch (C(Add-VMNetworkAdapter -ManagementOS)), with an access
+        VLAN (C(Set-VMNetworkAdapterVlan)) and RDMA (C(Enable-NetAdapterRdma) on C(vEthernet (<name>))), e.g. for
+        SMB Direct. vNICs not listed are left alone.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: vNIC name; Windows shows the adapter as C(vEthernet (<name>)).
+        type: str
+        required: true
+      vlan_id:
+        description: Access VLAN; C(0) untagged.
+        type: int
+        default: 0
+      rdma:
+        description: RDMA on the vNIC; unset leaves it as it is.
+        type: bool
   state:
     description:
       - C(present) creates or converges the team; C(absent) removes it.
@@ -86,6 +166,21 @@ options:
       - The team is meant to carry a Hyper-V switch. LBFO is then refused and SET offered.
     type: bool
     default: false
+  allow_management_change:
+    description:
+      - A change that touches the NIC carrying the management address (C(ansible_host), or the local address of the
+        WinRM connection), or its team or Hyper-V switch, can cut the controller off. It is refused unless this is
+        C(true).
+      - With C(true) the change runs behind a rollback, like a switch's "commit confirmed". Before the change the
+        apply module registers a one-shot scheduled task (as SYSTEM) that restores the recorded team and IPv4
+        configuration after O(rollback_timeout_s); once the controller has reconnected, it unregisters the task.
+    type: bool
+    default: false
+  rollback_timeout_s:
+    description: Seconds after which the armed rollback restores the recorded state unless the controller has
+      reconnected and disarmed it; at least 60.
+    type: int
+    default: 300
   preflight_only:
     description:
       - Only gather and check; report the findings and the planned changes, change nothing.
@@ -132,6 +227,25 @@ EXAMPLES = r"""
     members: [NIC1, NIC2]
     load_balancing_algorithm: HyperVPort
 
+- name: Team the NIC that carries the management address, behind a timed rollback
+  hpc.balance.win_nic_team:
+    name: Storage
+    members: [NIC1, NIC2]
+    team_nic_ip:
+      source: members
+    allow_management_change: true
+    rollback_timeout_s: 300
+
+- name: SET switch with two RDMA host vNICs for SMB Direct
+  hpc.balance.win_nic_team:
+    name: SETswitch
+    kind: set
+    members: [NIC3, NIC4]
+    allow_management_os: true
+    host_vnics:
+      - {name: SMB1, vlan_id: 12, rdma: true}
+      - {name: SMB2, vlan_id: 12, rdma: true}
+
 - name: Only check the host
   hpc.balance.win_nic_team:
     name: Storage
@@ -176,6 +290,13 @@ verdict:
            "message": "team 'Storage' is Degraded: member 'NIC2' is Failed (PhysicalMediaDisconnected)",
            "members": [{"name": "NIC2", "administrative_mode": "Active", "operational_status": "Failed",
                         "failure_reason": "PhysicalMediaDisconnected", "transmit_link_speed_bits_per_second": 0}]}
+rollback:
+  description: The rollback of a change on the management path; C(disarmed) false means the host restores the
+    recorded state itself when the task fires.
+  returned: when a change on the management path ran
+  type: dict
+  sample: {"armed": true, "disarmed": true, "task_name": "hpc.balance rollback lbfo Storage",
+           "reconnected_after_s": 12.5}
 waited_s:
   description: Seconds spent waiting for the team to come up.
   returned: unless preflight_only or check mode

@@ -8,9 +8,13 @@ module: win_nic_team_apply
 short_description: Run a given, ordered list of NIC-team changes on a Windows host
 version_added: "0.1.0"
 description:
-  - Runs one NetLbfo or Hyper-V cmdlet per change, in order, and stops at the first failure, reporting the change
-    that failed and those already applied.
-  - The list is computed on the controller by M(hpc.balance.win_nic_team); use that module rather than this one.
+  - Runs, in order, the cmdlets that make each change, with the parameters given, and stops at the first failure,
+    reporting the change that failed and the commands already run.
+  - The changes and their commands are computed and rendered on the controller by
+    M(hpc.balance.win_nic_team)
+    (module_utils C(_wincommand), where each change's cmdlet and parameters are unit-tested); use that module
+    rather than this one.
+    Only the cmdlets listed in O(changes[].commands[].command) can run.
 author:
   - hpc.balance maintainers (@hpc-balance)
 options:
@@ -22,53 +26,51 @@ options:
     required: true
     suboptions:
       action:
-        description:
-          - What to do. C(new_team) C(New-NetLbfoTeam), C(remove_team) C(Remove-NetLbfoTeam), C(set_team)
-            C(Set-NetLbfoTeam), C(add_member) C(Add-NetLbfoTeamMember), C(remove_member) C(Remove-NetLbfoTeamMember),
-            C(set_member_mode) C(Set-NetLbfoTeamMember), C(rename_team_nic) C(Rename-NetAdapter), C(set_team_nic_vlan)
-            C(Set-NetLbfoTeamNic), C(new_set_switch) C(New-VMSwitch -EnableEmbeddedTeaming), C(set_set_team)
-            C(Set-VMSwitchTeam), C(remove_set_switch) C(Remove-VMSwitch).
+        description: The planned change this step makes (for the record), e.g. C(set_team).
         type: str
         required: true
-        choices: [new_team, remove_team, set_team, add_member, remove_member, set_member_mode, rename_team_nic,
-                  set_team_nic_vlan, new_set_switch, set_set_team, remove_set_switch]
-      team:
-        description: LBFO team name.
-        type: str
-      member:
-        description: Member adapter name.
-        type: str
-      members:
-        description: Member adapter names (new team, SET switch).
+      commands:
+        description: The commands that make the change, run in order.
         type: list
-        elements: str
-      teaming_mode:
-        description: LBFO teaming mode.
-        type: str
-        choices: [Static, SwitchIndependent, Lacp]
-      load_balancing_algorithm:
-        description: Load-balancing algorithm.
-        type: str
-        choices: [TransportPorts, IPAddresses, MacAddresses, HyperVPort, Dynamic]
-      administrative_mode:
-        description: Member role.
-        type: str
-        choices: [Active, Standby]
-      team_nic:
-        description: Current team NIC name.
-        type: str
-      team_nic_name:
-        description: Team NIC name of a new team.
-        type: str
-      new_name:
-        description: New team NIC name.
-        type: str
-      vlan_id:
-        description: Team NIC VLAN, C(0) for untagged.
-        type: int
-      switch:
-        description: SET switch name.
-        type: str
+        elements: dict
+        required: true
+        suboptions:
+          command:
+            description: Cmdlet (or collection function) to run.
+            type: str
+            required: true
+            choices:
+              - Add-NetLbfoTeamMember
+              - Add-NetLbfoTeamNic
+              - Add-VMNetworkAdapter
+              - Disable-NetAdapterRdma
+              - Enable-NetAdapterRdma
+              - New-NetIPAddress
+              - New-NetLbfoTeam
+              - New-VMSwitch
+              - Register-HpcRollback
+              - Remove-NetIPAddress
+              - Remove-NetLbfoTeam
+              - Remove-NetLbfoTeamMember
+              - Remove-NetLbfoTeamNic
+              - Remove-NetRoute
+              - Remove-VMSwitch
+              - Rename-NetAdapter
+              - Rename-NetLbfoTeam
+              - Set-DnsClientServerAddress
+              - Set-NetIPInterface
+              - Set-NetLbfoTeam
+              - Set-NetLbfoTeamMember
+              - Set-NetLbfoTeamNic
+              - Set-VMNetworkAdapterVlan
+              - Set-VMSwitch
+              - Set-VMSwitchTeam
+              - Unregister-HpcRollback
+              - Wait-HpcNetAdapter
+          parameters:
+            description: Its parameters, splatted (a switch is C(true)).
+            type: dict
+            default: {}
 extends_documentation_fragment:
   - hpc.balance.windows.apply
 attributes:
@@ -89,13 +91,16 @@ EXAMPLES = r"""
   hpc.balance.win_nic_team_apply:
     changes:
       - action: set_team
-        team: Storage
-        teaming_mode: Lacp
+        commands:
+          - command: Set-NetLbfoTeam
+            parameters:
+              Name: Storage
+              TeamingMode: Lacp
 """
 
 RETURN = r"""
 applied:
-  description: Each change as run (or, in check mode, as it would be run).
+  description: Each command as run (or, in check mode, as it would be run), with the change it belongs to.
   returned: always
   type: list
   elements: dict

@@ -3,10 +3,12 @@
 # Copyright: hpc.balance contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-# Reports what the NetLbfo, NetAdapter and Hyper-V cmdlets say about this host, as plain records.
-# It decides nothing and changes nothing: hpc.balance.win_nic_team makes every decision on the controller.
+# Reports what the NetLbfo, NetAdapter, NetTCPIP, DnsClient and Hyper-V cmdlets say about this host, as plain
+# records. It decides nothing and changes nothing: hpc.balance.win_nic_team makes every decision on the controller,
+# including whether a change can cut the controller off (hence the IP configuration and the WinRM connections).
 
 #AnsibleRequires -CSharpUtil Ansible.Basic
+#AnsibleRequires -PowerShell ansible_collections.hpc.balance.plugins.module_utils.HpcWin
 
 $spec = @{
     options = @{
@@ -16,32 +18,6 @@ $spec = @{
 }
 $module = [Ansible.Basic.AnsibleModule]::Create($args, $spec)
 $driverFilePatterns = @($module.Params.driver_file_patterns)
-
-Function ConvertTo-Record {
-    # One cmdlet output object -> hashtable of the named properties; .NET enums become their names.
-    param(
-        [Parameter(Mandatory = $true)] $InputObject,
-        [Parameter(Mandatory = $true)] [string[]] $Property
-    )
-
-    $record = @{}
-    foreach ($name in $Property) {
-        $value = $InputObject.$name
-        if ($value -is [System.Enum]) {
-            $value = $value.ToString()
-        }
-        $record[$name] = $value
-    }
-    $record
-}
-
-Function Test-Command {
-    param(
-        [Parameter(Mandatory = $true)] [string] $Name
-    )
-
-    $null -ne (Get-Command -Name $Name -ErrorAction SilentlyContinue)
-}
 
 $teamProperties = @('Name', 'Members', 'TeamNics', 'TeamingMode', 'LoadBalancingAlgorithm', 'LacpTimer', 'Status')
 $memberProperties = @(
@@ -65,33 +41,46 @@ $switchProperties = @(
 )
 $switchTeamProperties = @('Name', 'Id', 'NetAdapterInterfaceDescription', 'TeamingMode', 'LoadBalancingAlgorithm')
 $driverProperties = @('Name', 'DisplayName', 'PathName', 'State', 'Started')
+$ipv4 = @{ AddressFamily = 'IPv4' }
 
 $module.Result.lbfo_available = Test-Command -Name 'Get-NetLbfoTeam'
-$module.Result.teams = @()
-$module.Result.team_members = @()
-$module.Result.team_nics = @()
-if ($module.Result.lbfo_available) {
-    $module.Result.teams = @(Get-NetLbfoTeam | ForEach-Object { ConvertTo-Record -InputObject $_ -Property $teamProperties })
-    $module.Result.team_members = @(
-        Get-NetLbfoTeamMember | ForEach-Object { ConvertTo-Record -InputObject $_ -Property $memberProperties }
-    )
-    $module.Result.team_nics = @(
-        Get-NetLbfoTeamNic | ForEach-Object { ConvertTo-Record -InputObject $_ -Property $teamNicProperties }
-    )
+$module.Result.teams = Get-Record -Command 'Get-NetLbfoTeam' -Property $teamProperties
+$module.Result.team_members = Get-Record -Command 'Get-NetLbfoTeamMember' -Property $memberProperties
+$module.Result.team_nics = Get-Record -Command 'Get-NetLbfoTeamNic' -Property $teamNicProperties
+$module.Result.adapters = Get-Record -Command 'Get-NetAdapter' -Property $adapterProperties -Parameters @{
+    IncludeHidden = $true
+}
+$module.Result.hardware_info = Get-Record -Command 'Get-NetAdapterHardwareInfo' -Property $hardwareProperties -Parameters @{
+    ErrorAction = 'SilentlyContinue'
+}
+$module.Result.rdma = Get-Record -Command 'Get-NetAdapterRdma' -Property @('Name', 'InterfaceDescription', 'Enabled') -Parameters @{
+    ErrorAction = 'SilentlyContinue'
 }
 
-$module.Result.adapters = @(
-    Get-NetAdapter -IncludeHidden | ForEach-Object { ConvertTo-Record -InputObject $_ -Property $adapterProperties }
+# The IP configuration and the WinRM sessions: what the controller reaches this host by.
+$module.Result.ip_addresses = Get-Record -Command 'Get-NetIPAddress' -Parameters $ipv4 -Property @(
+    'InterfaceAlias', 'InterfaceIndex', 'IPAddress', 'PrefixLength', 'PrefixOrigin', 'AddressFamily'
 )
-$module.Result.hardware_info = @(
-    Get-NetAdapterHardwareInfo -ErrorAction SilentlyContinue |
-        ForEach-Object { ConvertTo-Record -InputObject $_ -Property $hardwareProperties }
+$module.Result.ip_interfaces = Get-Record -Command 'Get-NetIPInterface' -Parameters $ipv4 -Property @(
+    'InterfaceAlias', 'InterfaceIndex', 'AddressFamily', 'Dhcp'
 )
+$module.Result.routes = Get-Record -Command 'Get-NetRoute' -Property @('InterfaceAlias', 'DestinationPrefix', 'NextHop') -Parameters @{
+    DestinationPrefix = '0.0.0.0/0'
+    ErrorAction = 'SilentlyContinue'
+}
+$module.Result.dns_servers = Get-Record -Command 'Get-DnsClientServerAddress' -Parameters $ipv4 -Property @(
+    'InterfaceAlias', 'ServerAddresses'
+)
+$module.Result.winrm_connections = Get-Record -Command 'Get-NetTCPConnection' -Property @(
+    'LocalAddress', 'LocalPort', 'RemoteAddress', 'State'
+) -Parameters @{ LocalPort = @(5985, 5986); State = 'Established'; ErrorAction = 'SilentlyContinue' }
 
 $vmms = Get-Service -Name 'vmms' -ErrorAction SilentlyContinue
 $module.Result.hyperv_present = ($null -ne $vmms) -and (Test-Command -Name 'Get-VMSwitch')
 $module.Result.vm_switches = @()
 $module.Result.vm_switch_teams = @()
+$module.Result.host_vnics = @()
+$module.Result.host_vnic_vlans = @()
 if ($module.Result.hyperv_present) {
     $switches = @(Get-VMSwitch)
     $module.Result.vm_switches = @($switches | ForEach-Object { ConvertTo-Record -InputObject $_ -Property $switchProperties })
@@ -100,15 +89,28 @@ if ($module.Result.hyperv_present) {
             ConvertTo-Record -InputObject (Get-VMSwitchTeam -Name $_.Name) -Property $switchTeamProperties
         }
     )
+    $managementOS = @{ ManagementOS = $true }
+    $module.Result.host_vnics = Get-Record -Command 'Get-VMNetworkAdapter' -Parameters $managementOS -Property @(
+        'Name', 'SwitchName', 'IsManagementOs'
+    )
+    $module.Result.host_vnic_vlans = @(
+        Get-VMNetworkAdapterVlan -ManagementOS | ForEach-Object {
+            @{ ParentAdapter = $_.ParentAdapter.Name; OperationMode = $_.OperationMode.ToString(); AccessVlanId = $_.AccessVlanId }
+        }
+    )
 }
 
+# A driver without a PathName (some kernel drivers report none) is skipped, not an error.
 $module.Result.teaming_drivers = @(
     Get-CimInstance -ClassName Win32_SystemDriver | Where-Object {
-        $fileName = Split-Path -Path ([string]$_.PathName) -Leaf
+        $path = [string]$_.PathName
         $matched = $false
-        foreach ($pattern in $driverFilePatterns) {
-            if ($fileName -like $pattern) {
-                $matched = $true
+        if ($path) {
+            $fileName = [System.IO.Path]::GetFileName($path)
+            foreach ($pattern in $driverFilePatterns) {
+                if ($fileName -like $pattern) {
+                    $matched = $true
+                }
             }
         }
         $matched

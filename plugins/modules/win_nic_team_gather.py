@@ -11,6 +11,11 @@ description:
   - Runs C(Get-NetLbfoTeam), C(Get-NetLbfoTeamMember), C(Get-NetLbfoTeamNic), C(Get-NetAdapter -IncludeHidden),
     C(Get-NetAdapterHardwareInfo), C(Get-VMSwitch) and C(Get-VMSwitchTeam) (when Hyper-V is installed), and lists
     the system drivers whose file name matches O(driver_file_patterns), returning the selected properties of each.
+  - Also reports the IPv4 configuration (C(Get-NetIPAddress), C(Get-NetIPInterface), C(Get-NetRoute),
+    C(Get-DnsClientServerAddress)), the established WinRM connections (C(Get-NetTCPConnection)), RDMA state
+    (C(Get-NetAdapterRdma)) and the host vNICs of Hyper-V switches, so that the controller can tell which change
+    would cut it off.
+  - A system driver without a path is skipped rather than failing the gather.
   - It decides nothing and changes nothing. M(hpc.balance.win_nic_team) runs it and makes the decisions.
 author:
   - hpc.balance maintainers (@hpc-balance)
@@ -43,6 +48,57 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ip_addresses:
+  description: C(Get-NetIPAddress -AddressFamily IPv4) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceAlias": "MGMT", "InterfaceIndex": 3, "IPAddress": "10.0.0.21", "PrefixLength": 24,
+            "PrefixOrigin": 1, "AddressFamily": 2}]
+ip_interfaces:
+  description: C(Get-NetIPInterface -AddressFamily IPv4) records (C(Dhcp) 0 disabled, 1 enabled).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceAlias": "MGMT", "InterfaceIndex": 3, "AddressFamily": 2, "Dhcp": 0}]
+routes:
+  description: C(Get-NetRoute -DestinationPrefix 0.0.0.0/0) records (the default gateways).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceAlias": "MGMT", "DestinationPrefix": "0.0.0.0/0", "NextHop": "10.0.0.1"}]
+dns_servers:
+  description: C(Get-DnsClientServerAddress -AddressFamily IPv4) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceAlias": "MGMT", "ServerAddresses": ["10.0.0.2", "10.0.0.3"]}]
+winrm_connections:
+  description: Established TCP connections on the WinRM ports 5985/5986 (C(Get-NetTCPConnection)); their local
+    address is the address the controller reaches this host by.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"LocalAddress": "10.0.0.21", "LocalPort": 5985, "RemoteAddress": "10.0.0.5", "State": 5}]
+rdma:
+  description: C(Get-NetAdapterRdma) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "NIC1", "InterfaceDescription": "Intel(R) Ethernet Converged Network Adapter X710",
+            "Enabled": false}]
+host_vnics:
+  description: C(Get-VMNetworkAdapter -ManagementOS) records; empty without Hyper-V.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "SETswitch", "SwitchName": "SETswitch", "IsManagementOs": true}]
+host_vnic_vlans:
+  description: C(Get-VMNetworkAdapterVlan -ManagementOS) as ParentAdapter (vNIC name), OperationMode, AccessVlanId.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"ParentAdapter": "SMB1", "OperationMode": "Access", "AccessVlanId": 12}]
 lbfo_available:
   description: Whether the NetLbfo cmdlets exist on the host.
   returned: always

@@ -30,7 +30,11 @@ options:
     default: true
   constraints:
     description:
-      - Per SMB server, the only client interfaces SMB may use towards it. Servers not listed are left as they are.
+      - Per SMB server, the only client interfaces SMB may use towards it. Servers not listed are left as they are,
+        unless O(exclusive_constraints).
+      - Constraints are kept per server name string (C(New-SmbMultichannelConstraint -ServerName)) and apply to the
+        connections made by that name only; C(fs01) and C(fs01.hpc.example) are two constraints. List the name the
+        clients use.
     type: list
     elements: dict
     default: []
@@ -44,11 +48,24 @@ options:
         type: list
         elements: str
         required: true
+  exclusive_constraints:
+    description: Remove the constraints of servers not listed in O(constraints).
+    type: bool
+    default: false
   verify_share:
     description:
       - UNC path of a share (C(\\\\server\\share)) to open and check for live multichannel connections. Unset skips
         the check.
+      - "The share is opened on the host, inside the WinRM logon. Under NTLM, or Kerberos without delegation, that
+        logon cannot authenticate to the file server (the double hop), so the module refuses O(verify_share) unless
+        the task runs with C(become: true) and C(become_method: runas) (with C(become_user) an account the share
+        admits), or the connection uses CredSSP (C(ansible_winrm_transport: credssp)) or Kerberos with delegation
+        (C(ansible_winrm_kerberos_delegation: true))."
     type: str
+  settle_s:
+    description: Seconds the gather waits, within one logon, for the share's channels to open before it reports.
+    type: int
+    default: 10
   min_channels:
     description: Channels the verified share must use at least; C(2) or more.
     type: int
@@ -94,6 +111,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+credential_path:
+  description: How the host's logon reaches the file server for O(verify_share) (C(become_runas), C(credssp),
+    C(kerberos_delegation), or C(none)).
+  returned: always
+  type: str
+  sample: become_runas
+server_interfaces:
+  description: C(Get-SmbServerNetworkInterface) records of this host (RSS, RDMA, link speed per interface).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceIndex": 21, "FriendlyName": "Storage", "RssCapable": true, "RdmaCapable": false,
+            "LinkSpeed": 20000000000, "IpAddress": "10.20.0.11"}]
 findings:
   description: Preflight findings; C(refuse) ones stop the run before anything changes.
   returned: always

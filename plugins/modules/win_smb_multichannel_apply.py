@@ -8,36 +8,47 @@ module: win_smb_multichannel_apply
 short_description: Run a given, ordered list of SMB Multichannel changes on a Windows host
 version_added: "0.1.0"
 description:
-  - Runs one Smb cmdlet per change, in order, and stops at the first failure, reporting the change that failed and
-    those already applied.
-  - The list is computed on the controller by M(hpc.balance.win_smb_multichannel); use that module rather than this.
+  - Runs, in order, the cmdlets that make each change, with the parameters given, and stops at the first failure,
+    reporting the change that failed and the commands already run.
+  - The changes and their commands are computed and rendered on the controller by
+    M(hpc.balance.win_smb_multichannel)
+    (module_utils C(_wincommand), where each change's cmdlet and parameters are unit-tested); use that module
+    rather than this one.
+    Only the cmdlets listed in O(changes[].commands[].command) can run.
 author:
   - hpc.balance maintainers (@hpc-balance)
 options:
   changes:
-    description: The changes to run, in order.
+    description:
+      - The changes to run, in order.
     type: list
     elements: dict
     required: true
     suboptions:
       action:
-        description:
-          - C(set_server_multichannel) C(Set-SmbServerConfiguration -EnableMultiChannel), C(set_client_multichannel)
-            C(Set-SmbClientConfiguration -EnableMultiChannel), C(add_constraint) C(New-SmbMultichannelConstraint),
-            C(remove_constraint) C(Remove-SmbMultichannelConstraint).
+        description: The planned change this step makes (for the record), e.g. C(set_team).
         type: str
         required: true
-        choices: [set_server_multichannel, set_client_multichannel, add_constraint, remove_constraint]
-      enable:
-        description: Multichannel on or off.
-        type: bool
-      server_name:
-        description: SMB server of a constraint.
-        type: str
-      interfaces:
-        description: Interface aliases of a constraint.
+      commands:
+        description: The commands that make the change, run in order.
         type: list
-        elements: str
+        elements: dict
+        required: true
+        suboptions:
+          command:
+            description: Cmdlet (or collection function) to run.
+            type: str
+            required: true
+            choices:
+              - New-SmbMultichannelConstraint
+              - Remove-SmbMultichannelConstraint
+              - Set-SmbClientConfiguration
+              - Set-SmbServerConfiguration
+              - Update-SmbMultichannelConnection
+          parameters:
+            description: Its parameters, splatted (a switch is C(true)).
+            type: dict
+            default: {}
 extends_documentation_fragment:
   - hpc.balance.windows.apply
 attributes:
@@ -48,25 +59,32 @@ attributes:
   platform:
     platforms: windows
     support: full
-    description: Windows Server 2012 and later.
+    description: Windows Server 2012 and later (SMB 3).
 seealso:
   - module: hpc.balance.win_smb_multichannel
 """
 
 EXAMPLES = r"""
-- name: Enable client multichannel (normally planned by hpc.balance.win_smb_multichannel)
+- name: Enable client multichannel and refresh the sessions (normally planned by hpc.balance.win_smb_multichannel)
   hpc.balance.win_smb_multichannel_apply:
     changes:
       - action: set_client_multichannel
-        enable: true
+        commands:
+          - command: Set-SmbClientConfiguration
+            parameters:
+              EnableMultiChannel: true
+              Force: true
+      - action: update_connections
+        commands:
+          - command: Update-SmbMultichannelConnection
 """
 
 RETURN = r"""
 applied:
-  description: Each change as run (or, in check mode, as it would be run).
+  description: Each command as run (or, in check mode, as it would be run), with the change it belongs to.
   returned: always
   type: list
   elements: dict
-  sample: [{"action": "add_constraint", "command": "New-SmbMultichannelConstraint",
-            "parameters": {"ServerName": "fs01", "InterfaceAlias": ["Storage"], "Force": true}}]
+  sample: [{"action": "add_member", "command": "Add-NetLbfoTeamMember",
+            "parameters": {"Name": "NIC3", "Team": "Storage", "AdministrativeMode": "Active"}}]
 """

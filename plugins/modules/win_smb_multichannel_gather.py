@@ -10,8 +10,12 @@ version_added: "0.1.0"
 description:
   - Returns the selected properties of C(Get-SmbServerConfiguration), C(Get-SmbClientConfiguration),
     C(Get-SmbMultichannelConstraint), C(Get-SmbMultichannelConnection -IncludeNotSelected),
-    C(Get-SmbClientNetworkInterface), C(Get-NetAdapterRss) and C(Get-NetAdapter).
-  - With O(share) it first opens the share (C(Test-Path)), so that the SMB session whose channels are listed exists.
+    C(Get-SmbClientNetworkInterface), C(Get-SmbServerNetworkInterface), C(Get-NetAdapterRss), C(Get-NetAdapterRdma),
+    C(Get-NetAdapter) and C(Get-NetLbfoTeamMember).
+  - With O(share) it first opens the share (C(Test-Path)), so that the SMB session whose channels are listed exists,
+    and waits up to O(settle_s) in the same logon for O(min_channels) channels (each run is a fresh logon).
+  - Opening a share from a WinRM session needs a credential path past the double hop (become with runas, CredSSP,
+    or Kerberos delegation); M(hpc.balance.win_smb_multichannel) refuses O(share) without one.
   - It decides nothing and changes nothing. M(hpc.balance.win_smb_multichannel) runs it.
 author:
   - hpc.balance maintainers (@hpc-balance)
@@ -19,6 +23,14 @@ options:
   share:
     description: UNC path of a share to open before listing the connections.
     type: str
+  min_channels:
+    description: With O(share), stop waiting once the share's selected connections carry this many channels.
+    type: int
+    default: 2
+  settle_s:
+    description: With O(share), seconds to wait at most for the channels to open.
+    type: int
+    default: 10
 extends_documentation_fragment:
   - hpc.balance.windows.gather
 attributes:
@@ -41,6 +53,26 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+server_interfaces:
+  description: C(Get-SmbServerNetworkInterface) records (what this host's SMB server offers).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceIndex": 21, "FriendlyName": "Storage", "RssCapable": true, "RdmaCapable": false,
+            "LinkSpeed": 20000000000, "IpAddress": "10.20.0.11"}]
+rdma:
+  description: C(Get-NetAdapterRdma) records.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "NIC1", "InterfaceDescription": "Intel(R) Ethernet Converged Network Adapter X710",
+            "Enabled": false}]
+team_members:
+  description: C(Get-NetLbfoTeamMember) records (Name, Team); empty without NetLbfo.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "NIC1", "Team": "Storage"}]
 server_configuration:
   description: EnableMultiChannel, EnableSMB2Protocol and EnableSMB1Protocol of the SMB server.
   returned: always

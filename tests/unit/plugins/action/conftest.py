@@ -64,7 +64,7 @@ def clock():
 
 @pytest.fixture
 def make_action(clock, monkeypatch):
-    def build(plugin_module, args, answers, check_mode=False, diff=False):
+    def build(plugin_module, args, answers, check_mode=False, diff=False, become=False):
         monkeypatch.setattr(plugin_module, "_sleep", clock.sleep)
         monkeypatch.setattr(plugin_module, "_monotonic", clock.monotonic)
         task = MagicMock()
@@ -72,6 +72,8 @@ def make_action(clock, monkeypatch):
         task.check_mode = check_mode
         task.diff = diff
         task.async_val = 0
+        task.become = become  # become with runas: the credential path that avoids the WinRM double hop
+        task.become_method = "runas"
         connection = MagicMock()
         connection._shell.tmpdir = None
         action = plugin_module.ActionModule(

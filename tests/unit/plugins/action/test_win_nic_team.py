@@ -51,7 +51,14 @@ def test_mode_drift_applies_set_team_then_waits_for_lacp(gathered, make_action, 
     )
     result = action.run(task_vars={})
     assert host.modules_called() == [GATHER, APPLY, GATHER, GATHER, GATHER]
-    assert host.calls[1][1] == {"changes": [{"action": "set_team", "team": "Storage", "teaming_mode": "Lacp"}]}
+    assert host.calls[1][1] == {
+        "changes": [
+            {
+                "action": "set_team",
+                "commands": [{"command": "Set-NetLbfoTeam", "parameters": {"Name": "Storage", "TeamingMode": "Lacp"}}],
+            }
+        ]
+    }
     assert result["changed"] and not result.get("failed")
     assert clock.sleeps == [10, 10]
     assert result["waited_s"] == 20.0

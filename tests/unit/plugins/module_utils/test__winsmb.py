@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from ansible_collections.hpc.balance.plugins.module_utils._winsmb import (
     SmbDesired,
     channel_verdict,
+    credential_path,
     parse_smb_state,
     plan,
     share_server,
@@ -26,8 +28,12 @@ def state(name):
     return parse_smb_state(raw(name))
 
 
-def desired(**args):
-    return SmbDesired.from_args(args)
+def desired(credentials="become_runas", **args):
+    """The desired state as the action plugin completes it: with the task's credential path (become runas here)."""
+    return replace(SmbDesired.from_args(args), credential_path=credentials)
+
+
+REFRESH = {"action": "update_connections"}
 
 
 # ---------------------------------------------------------------------------------------------------- verdicts
@@ -97,19 +103,23 @@ CHANGE_CASES = [
         "enable_server_and_client",
         "disabled",
         {},
-        [{"action": "set_server_multichannel", "enable": True}, {"action": "set_client_multichannel", "enable": True}],
+        [
+            {"action": "set_server_multichannel", "enable": True},
+            {"action": "set_client_multichannel", "enable": True},
+            REFRESH,
+        ],
     ),
     (
         "leave_server_off",
         "disabled",
         {"server_enabled": False},
-        [{"action": "set_client_multichannel", "enable": True}],
+        [{"action": "set_client_multichannel", "enable": True}, REFRESH],
     ),
     (
         "constraint_added",
         "four_channels",
         {"constraints": [{"server_name": "fs01", "interfaces": ["Storage"]}]},
-        [{"action": "add_constraint", "server_name": "fs01", "interfaces": ["Storage"]}],
+        [{"action": "add_constraint", "server_name": "fs01", "interfaces": ["Storage"]}, REFRESH],
     ),
     (
         "constraint_interface_swapped_adds_before_removing",
@@ -122,6 +132,7 @@ CHANGE_CASES = [
         [
             {"action": "add_constraint", "server_name": "FS02", "interfaces": ["Storage"]},
             {"action": "remove_constraint", "server_name": "fs02", "interfaces": ["MGMT"]},
+            REFRESH,
         ],
     ),
     (
@@ -154,7 +165,70 @@ def test_constraint_on_an_unknown_interface_is_refused():
 
 def test_verify_without_client_multichannel_is_refused():
     result = plan(desired(client_enabled=False, verify_share="\\\\fs01\\scratch"), state("four_channels"))
-    assert [f.code for f in result.findings] == ["verify_needs_client"]
+    assert [f.code for f in result.findings if f.severity == "refuse"] == ["verify_needs_client"]
+
+
+# ---------------------------------------------------------------------------------------------------- double hop
+def test_verify_share_without_a_credential_path_is_refused_as_a_double_hop():
+    result = plan(desired(credentials="none", verify_share="\\\\fs01\\scratch"), state("disabled"))
+    assert [f.code for f in result.findings if f.severity == "refuse"] == ["verify_double_hop"]
+    assert result.changes == []
+
+
+@pytest.mark.parametrize("credentials", ["become_runas", "credssp", "kerberos_delegation"])
+def test_verify_share_with_a_credential_path_is_planned(credentials):
+    result = plan(desired(credentials=credentials, verify_share="\\\\fs01\\scratch"), state("disabled"))
+    assert not result.refused and result.changes[-1] == REFRESH
+
+
+@pytest.mark.parametrize(
+    ("become", "method", "task_vars", "path"),
+    [
+        (True, "runas", {}, "become_runas"),
+        (False, None, {"ansible_winrm_transport": "credssp"}, "credssp"),
+        (False, None, {"ansible_connection": "psrp", "ansible_psrp_auth": "credssp"}, "credssp"),
+        (
+            False,
+            None,
+            {"ansible_winrm_transport": "kerberos", "ansible_winrm_kerberos_delegation": True},
+            "kerberos_delegation",
+        ),
+        (False, None, {"ansible_winrm_transport": "kerberos"}, "none"),
+        (False, None, {"ansible_winrm_transport": "ntlm"}, "none"),
+        (False, None, {}, "none"),
+    ],
+)
+def test_credential_path_is_read_from_become_and_the_transport(become, method, task_vars, path):
+    assert credential_path(become, method, task_vars) == path
+
+
+# ---------------------------------------------------------------------------------------------------- server side, RDMA
+def test_constraint_named_differently_from_an_existing_one_is_warned_about():
+    result = plan(
+        desired(
+            server_enabled=False,
+            client_enabled=False,
+            constraints=[{"server_name": "FS02.hpc.example", "interfaces": ["MGMT"]}],
+        ),
+        state("disabled"),
+    )
+    assert "constraint_name_variant" in [f.code for f in result.findings]
+
+
+def test_server_interface_without_rss_or_rdma_is_warned_about():
+    data = raw("four_channels")
+    data["server_interfaces"][0]["RssCapable"] = False
+    result = plan(desired(), parse_smb_state(data))
+    assert [f.code for f in result.findings] == ["server_interface_single_channel"]
+
+
+def test_lbfo_team_nic_over_rdma_members_loses_smb_direct():
+    data = raw("four_channels")
+    for record in data["rdma"]:
+        record["Enabled"] = True
+    result = plan(desired(rss_interfaces=["Storage"]), parse_smb_state(data))
+    finding = next(f for f in result.findings if f.code == "lbfo_no_smb_direct")
+    assert "'NIC1', 'NIC2'" in finding.message
 
 
 def test_rss_check_on_named_interfaces_warns():

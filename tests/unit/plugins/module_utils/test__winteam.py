@@ -12,18 +12,20 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
-    TEAMING_MODES,
-    PcieLink,
     TeamDesired,
     desired_summary,
-    enum_name,
-    parse_host_state,
     plan,
     plan_changes,
     preflight,
     summary,
-    vendor_driver_file_patterns,
     verdict,
+)
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
+    TEAMING_MODES,
+    PcieLink,
+    enum_name,
+    parse_host_state,
+    vendor_driver_file_patterns,
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "windows"
@@ -185,16 +187,17 @@ PLAN_CASES = [
         "vlan_set_on_primary_team_nic",
         "team_up",
         {"vlan_id": 120},
-        [{"action": "set_team_nic_vlan", "team_nic": "Storage", "vlan_id": 120}],
+        [{"action": "set_team_nic_vlan", "team": "Storage", "team_nic": "Storage", "vlan_id": 120}],
     ),
     ("vlan_zero_is_the_untagged_default", "team_up", {"vlan_id": 0}, []),
     (
-        "team_nic_renamed_then_tagged",
+        # Tagging renames the primary team NIC ("Storage - VLAN 120"): tag first, then rename, or the name won't last.
+        "team_nic_tagged_then_renamed",
         "team_up",
         {"team_nic_name": "Storage-10G", "vlan_id": 120},
         [
-            {"action": "rename_team_nic", "team_nic": "Storage", "new_name": "Storage-10G"},
-            {"action": "set_team_nic_vlan", "team_nic": "Storage-10G", "vlan_id": 120},
+            {"action": "set_team_nic_vlan", "team": "Storage", "team_nic": "Storage", "vlan_id": 120},
+            {"action": "rename_team_nic", "team_nic": "Storage - VLAN 120", "new_name": "Storage-10G"},
         ],
     ),
     (
@@ -208,30 +211,28 @@ PLAN_CASES = [
                 "members": ["NIC1", "NIC2"],
                 "teaming_mode": "SwitchIndependent",
                 "load_balancing_algorithm": "Dynamic",
-            }
+            },
+            {"action": "wait_adapter", "interface": "Storage"},
         ],
     ),
     (
-        "new_team_with_standby_vlan_and_nic_name",
+        # A standby member exists only in SwitchIndependent mode (Lacp/Static make every member active).
+        "new_switch_independent_team_with_standby_vlan_and_nic_name",
         "no_team",
-        {
-            "members": ["NIC1", "NIC3"],
-            "standby_member": "NIC3",
-            "vlan_id": 30,
-            "team_nic_name": "Storage-30",
-            "teaming_mode": "Lacp",
-        },
+        {"members": ["NIC1", "NIC3"], "standby_member": "NIC3", "vlan_id": 30, "team_nic_name": "Storage-30"},
         [
             {
                 "action": "new_team",
                 "team": "Storage",
                 "members": ["NIC1", "NIC3"],
-                "teaming_mode": "Lacp",
+                "teaming_mode": "SwitchIndependent",
                 "load_balancing_algorithm": "Dynamic",
                 "team_nic_name": "Storage-30",
             },
             {"action": "set_member_mode", "team": "Storage", "member": "NIC3", "administrative_mode": "Standby"},
-            {"action": "set_team_nic_vlan", "team_nic": "Storage-30", "vlan_id": 30},
+            {"action": "wait_adapter", "interface": "Storage-30"},
+            {"action": "set_team_nic_vlan", "team": "Storage", "team_nic": "Storage-30", "vlan_id": 30},
+            {"action": "rename_team_nic", "team_nic": "Storage - VLAN 30", "new_name": "Storage-30"},
         ],
     ),
     ("absent_removes_the_team", "team_up", {"state": "absent"}, [{"action": "remove_team", "team": "Storage"}]),
@@ -268,8 +269,9 @@ PLAN_CASES = [
                 "action": "new_set_switch",
                 "switch": "SETswitch",
                 "members": ["NIC3", "NIC4"],
-                "load_balancing_algorithm": "Dynamic",
-            }
+                "allow_management_os": False,
+            },
+            {"action": "set_set_team", "switch": "SETswitch", "load_balancing_algorithm": "Dynamic"},
         ],
     ),
     (
@@ -320,10 +322,16 @@ def test_mixed_speeds_and_vendors_are_refused_and_nothing_is_planned():
 
 
 def test_force_turns_the_mix_into_warnings_and_plans_the_team():
-    result = plan(desired(members=["NIC1", "MGMT"], force=True), state("no_team"))
+    # MGMT carries the management address: the opt-in is needed as well, so the team comes behind a rollback.
+    result = plan(desired(members=["NIC1", "MGMT"], force=True, allow_management_change=True), state("no_team"))
     assert codes(result.findings, "refuse") == []
     assert {"mixed_link_speeds", "mixed_vendors"} <= set(codes(result.findings, "warn"))
-    assert [change["action"] for change in result.changes] == ["new_team"]
+    assert [change["action"] for change in result.changes] == [
+        "arm_rollback",
+        "new_team",
+        "wait_adapter",
+        "disarm_rollback",
+    ]
 
 
 def test_same_card_model_on_two_cards_is_uniform():
@@ -369,7 +377,7 @@ def test_a_team_meant_for_a_vswitch_is_refused_before_it_exists():
 def test_set_is_planned_where_lbfo_is_refused():
     result = plan(desired(kind="set", name="vSwitch-Storage", members=["NIC3", "NIC4"]), state("hyperv_no_switch"))
     assert codes(result.findings, "refuse") == []
-    assert [change["action"] for change in result.changes] == ["new_set_switch"]
+    assert [change["action"] for change in result.changes] == ["new_set_switch", "set_set_team"]
 
 
 def test_set_without_hyperv_is_refused():
@@ -527,7 +535,7 @@ def test_set_member_down_is_named():
 def test_diff_summaries_show_the_mode_change_only():
     wanted = desired(teaming_mode="Lacp")
     before = summary(wanted, state("team_up"))
-    after = desired_summary(wanted, before)
+    after = desired_summary(wanted, state("team_up"), plan(wanted, state("team_up")).changes)
     changed = {key for key in before if before[key] != after[key]}
     assert changed == {"teaming_mode"}
 
@@ -536,7 +544,9 @@ def test_diff_of_a_new_team():
     wanted = desired()
     before = summary(wanted, state("no_team"))
     assert before == {"kind": "lbfo", "name": "Storage", "present": False}
-    assert desired_summary(wanted, before)["team_nic_name"] == "Storage"
+    assert (
+        desired_summary(wanted, state("no_team"), plan(wanted, state("no_team")).changes)["team_nic_name"] == "Storage"
+    )
 
 
 def test_fixture_is_not_modified_by_parsing():

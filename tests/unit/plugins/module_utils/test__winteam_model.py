@@ -1,0 +1,222 @@
+"""Windows' rules as a model of each apply step, and the idempotence property: plan(apply(plan(state))) is empty.
+
+The model (module_utils/_winteam_model.py) says what each step does to the recorded state, after the cmdlets' Learn
+pages: a VLAN tag renames the primary team NIC, Static and Lacp make a standby member active, a NIC that joins a team
+loses its TCP/IP binding, and so on. A step Windows refuses raises ForbiddenByWindows. For every recorded fixture and
+every kind of change, applying the plan in the model and planning again must plan nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
+from ansible_collections.hpc.balance.plugins.module_utils._winteam import TeamDesired, plan, plan_changes, summary
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import parse_host_state
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "windows"
+FIXTURE_NAMES = sorted(path.stem.replace("nic_team_gather_", "") for path in FIXTURES.glob("nic_team_gather_*.json"))
+
+
+def state(name):
+    return parse_host_state(json.loads((FIXTURES / f"nic_team_gather_{name}.json").read_text()))
+
+
+LBFO = {"name": "Storage", "members": ["NIC1", "NIC2"]}
+SET = {"name": "SETswitch", "kind": "set", "members": ["NIC3", "NIC4"], "load_balancing_algorithm": "HyperVPort"}
+
+# Every kind of change the planner makes, as the task arguments that ask for it.
+CHANGE_KINDS = {
+    "nothing": dict(LBFO),
+    "add_member": dict(LBFO, members=["NIC1", "NIC2", "NIC3"]),
+    "remove_member": dict(LBFO, members=["NIC1"]),
+    "swap_member": dict(LBFO, members=["NIC1", "NIC3"]),
+    "lacp_with_slow_timer": dict(LBFO, teaming_mode="Lacp", lacp_timer="Slow"),
+    "static_mode": dict(LBFO, teaming_mode="Static"),
+    "algorithm": dict(LBFO, load_balancing_algorithm="HyperVPort"),
+    "standby": dict(LBFO, standby_member="NIC2"),
+    "standby_added": dict(LBFO, members=["NIC1", "NIC2", "NIC3"], standby_member="NIC3"),
+    "vlan_tag": dict(LBFO, vlan_id=120),
+    "vlan_untag": dict(LBFO, vlan_id=0),
+    "team_nic_name": dict(LBFO, team_nic_name="Storage-10G"),
+    "vlan_and_name": dict(LBFO, vlan_id=120, team_nic_name="Storage-10G"),
+    "extra_vlan_nics": dict(LBFO, vlan_team_nics=[{"vlan_id": 20}, {"vlan_id": 30, "name": "Storage-30"}]),
+    "no_extra_vlan_nics": dict(LBFO, vlan_team_nics=[]),
+    "static_ip": dict(
+        LBFO,
+        team_nic_ip={
+            "address": "192.168.10.50",
+            "prefix_length": 24,
+            "gateway": "192.168.10.1",
+            "dns_servers": ["1.1.1.1"],
+        },
+    ),
+    "dhcp_ip": dict(LBFO, team_nic_ip={"source": "dhcp"}),
+    "ip_from_members": dict(LBFO, team_nic_ip={"source": "members"}),
+    "rename_team": dict(LBFO, name="Storage2", rename_from="Storage"),
+    "absent": dict(LBFO, state="absent"),
+    "set_nothing": dict(SET),
+    "set_algorithm": dict(SET, load_balancing_algorithm="Dynamic"),
+    "set_member_added": dict(SET, members=["NIC2", "NIC3", "NIC4"]),
+    "set_management_os_on": dict(SET, allow_management_os=True),
+    "set_management_os_off": dict(SET, allow_management_os=False),
+    "set_host_vnics": dict(
+        SET, allow_management_os=True, host_vnics=[{"name": "SMB1", "vlan_id": 12, "rdma": True}, {"name": "SMB2"}]
+    ),
+    "set_absent": dict(SET, state="absent"),
+}
+
+
+def converges(fixture, args):
+    """plan -> model apply -> plan again; the second plan must be empty. Returns the first plan's changes."""
+    recorded = state(fixture)
+    wanted = TeamDesired.from_args(args)
+    first = plan(wanted, recorded)
+    after = model.apply(recorded, first.changes)  # raises ForbiddenByWindows for a step Windows refuses
+    assert plan(wanted, after).changes == []
+    if not first.refused:  # a refused plan changes nothing; a plan that ran must leave nothing to do, gate or not
+        assert plan_changes(wanted, after) == [], f"{fixture}: not converged after {first.changes}"
+    return first.changes
+
+
+@pytest.mark.parametrize("kind", sorted(CHANGE_KINDS))
+@pytest.mark.parametrize("fixture", FIXTURE_NAMES)
+def test_plan_of_the_applied_plan_is_empty(fixture, kind):
+    converges(fixture, dict(CHANGE_KINDS[kind], allow_management_change=True))
+
+
+def test_the_property_is_exercised_on_real_changes():
+    changed = [
+        (fixture, kind)
+        for fixture in FIXTURE_NAMES
+        for kind in CHANGE_KINDS
+        if converges(fixture, dict(CHANGE_KINDS[kind], allow_management_change=True))
+    ]
+    assert len(changed) >= 100
+    assert set(CHANGE_KINDS) - {"nothing", "set_nothing"} <= {kind for _fixture, kind in changed}
+
+
+MEMBERS = ["NIC1", "NIC2", "NIC3", "NIC4"]
+
+
+@st.composite
+def lbfo_args(draw):
+    members = draw(st.lists(st.sampled_from(MEMBERS), min_size=1, max_size=4, unique=True))
+    mode = draw(st.sampled_from(["SwitchIndependent", "Static", "Lacp"]))
+    args = dict(
+        name=draw(st.sampled_from(["Storage", "Storage2"])),
+        members=members,
+        teaming_mode=mode,
+        load_balancing_algorithm=draw(st.sampled_from(["Dynamic", "HyperVPort", "TransportPorts", "IPAddresses"])),
+        allow_management_change=draw(st.booleans()),
+    )
+    if args["name"] == "Storage2":
+        args["rename_from"] = "Storage"
+    if mode == "SwitchIndependent" and len(members) > 1 and draw(st.booleans()):
+        args["standby_member"] = draw(st.sampled_from(members))
+    if mode == "Lacp":
+        args["lacp_timer"] = draw(st.sampled_from([None, "Fast", "Slow"]))
+    args["vlan_id"] = draw(st.sampled_from([None, 0, 5, 120]))
+    args["team_nic_name"] = draw(st.sampled_from([None, "Storage-10G"]))
+    vlans = draw(st.lists(st.sampled_from([20, 30, 120]), max_size=2, unique=True))
+    args["vlan_team_nics"] = draw(st.sampled_from([None, [{"vlan_id": v} for v in vlans if v != args["vlan_id"]]]))
+    args["team_nic_ip"] = draw(
+        st.sampled_from(
+            [None, {"source": "dhcp"}, {"source": "members"}, {"address": "192.168.10.60", "prefix_length": 24}]
+        )
+    )
+    return args
+
+
+@st.composite
+def set_args(draw):
+    allow = draw(st.sampled_from([None, True, False]))
+    vnics = draw(
+        st.lists(
+            st.builds(
+                lambda name, vlan, rdma: {"name": name, "vlan_id": vlan, "rdma": rdma},
+                st.sampled_from(["SMB1", "SMB2"]),
+                st.sampled_from([0, 12]),
+                st.sampled_from([None, True, False]),
+            ),
+            max_size=2,
+            unique_by=lambda vnic: vnic["name"],
+        )
+    )
+    return dict(
+        name="SETswitch",
+        kind="set",
+        members=draw(st.lists(st.sampled_from(MEMBERS), min_size=1, max_size=4, unique=True)),
+        load_balancing_algorithm=draw(st.sampled_from(["HyperVPort", "Dynamic"])),
+        allow_management_os=allow,
+        host_vnics=vnics if allow is not False else [],
+        allow_management_change=draw(st.booleans()),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fixture=st.sampled_from(FIXTURE_NAMES), args=st.one_of(lbfo_args(), set_args()))
+def test_any_plan_converges_in_one_run(fixture, args):
+    try:
+        TeamDesired.from_args(args)
+    except ValueError:
+        return  # refused before the host is touched
+    converges(fixture, args)
+
+
+# ---------------------------------------------------------------------------------------------------- Windows' rules
+def test_a_vlan_tag_renames_the_primary_team_nic():
+    after = model.apply(state("team_up"), [{"action": "set_team_nic_vlan", "team_nic": "Storage", "vlan_id": 5}])
+    assert [(nic.name, nic.vlan_id, nic.default) for nic in after.team_nics] == [("Storage - VLAN 5", 5, False)]
+
+
+def test_default_mode_untags_and_restores_the_team_name():
+    tagged = model.apply(state("team_up"), [{"action": "set_team_nic_vlan", "team_nic": "Storage", "vlan_id": 5}])
+    after = model.apply(tagged, [{"action": "set_team_nic_default", "team_nic": "Storage - VLAN 5"}])
+    assert [(nic.name, nic.vlan_id, nic.default) for nic in after.team_nics] == [("Storage", 0, True)]
+
+
+def test_vlan_zero_is_not_a_tag_windows_accepts():
+    with pytest.raises(model.ForbiddenByWindows, match="untag with -Default"):
+        model.apply(state("team_up"), [{"action": "set_team_nic_vlan", "team_nic": "Storage", "vlan_id": 0}])
+
+
+def test_lacp_makes_a_standby_member_active():
+    standby = model.apply(
+        state("team_up"),
+        [{"action": "set_member_mode", "team": "Storage", "member": "NIC2", "administrative_mode": "Standby"}],
+    )
+    after = model.apply(standby, [{"action": "set_team", "team": "Storage", "teaming_mode": "Lacp"}])
+    assert after.members["NIC2"].administrative_mode == "Active"
+
+
+@pytest.mark.parametrize("mode", ["Lacp", "Static"])
+def test_standby_in_a_switch_dependent_team_is_forbidden(mode):
+    switched = model.apply(state("team_up"), [{"action": "set_team", "team": "Storage", "teaming_mode": mode}])
+    with pytest.raises(model.ForbiddenByWindows, match=f"standby member in a {mode} team"):
+        model.apply(
+            switched,
+            [{"action": "set_member_mode", "team": "Storage", "member": "NIC2", "administrative_mode": "Standby"}],
+        )
+
+
+def test_a_member_loses_its_address_to_the_new_team_nic_which_starts_on_dhcp():
+    recorded = state("winrm_on_member")
+    after = model.apply(
+        recorded, plan(TeamDesired.from_args(dict(LBFO, allow_management_change=True)), recorded).changes
+    )
+    assert "NIC1" not in after.ip_configs
+    assert after.ip_configs["Storage"].dhcp and after.ip_configs["Storage"].addresses == ()
+
+
+def test_ip_from_members_moves_the_static_address_to_the_team_nic():
+    recorded = state("winrm_on_member")
+    wanted = TeamDesired.from_args(dict(LBFO, allow_management_change=True, team_nic_ip={"source": "members"}))
+    after = model.apply(recorded, plan(wanted, recorded).changes)
+    assert after.ip_configs["Storage"].static_addresses == (("192.168.10.21", 24),)
+    assert summary(wanted, after)["team_nic_ip"]["addresses"] == ["192.168.10.21/24"]
