@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
 from ansible_collections.hpc.balance.plugins.action import win_nic_team as plugin
 from ansible_collections.hpc.balance.plugins.modules import win_nic_team as docs
@@ -151,3 +151,93 @@ def test_argument_spec_matches_the_documentation():
         assert documented.get("default") == spec.get("default"), name
         assert documented.get("choices") == spec.get("choices"), name
         assert documented.get("elements") == spec.get("elements"), name
+
+
+# ---------------------------------------------------------------------------------------------------- management path
+class DroppingHost:
+    """The scripted host, except that the apply call with the change drops the connection, as a re-bound NIC does,
+    and the first `down` disarm calls find the host unreachable."""
+
+    def __init__(self, scripted, down=0):
+        self.scripted = scripted
+        self.down = down
+        self.calls = scripted.calls
+
+    def __call__(self, module_name=None, module_args=None, task_vars=None, **kwargs):
+        actions = [change["action"] for change in (module_args or {}).get("changes", [])]
+        if module_name == APPLY and actions and actions[0] == "arm_rollback":
+            self.scripted.calls.append((module_name, module_args))
+            raise AnsibleConnectionFailure("winrm: connection reset")
+        if module_name == APPLY and actions == ["disarm_rollback"] and self.down:
+            self.down -= 1
+            self.scripted.calls.append((module_name, module_args))
+            return {"unreachable": True, "msg": "timed out"}
+        return self.scripted(module_name, module_args, task_vars)
+
+    def modules_called(self):
+        return self.scripted.modules_called()
+
+
+def test_teaming_the_management_nic_is_refused_by_default_naming_nic_address_and_variable(gathered, make_action):
+    action, host = make_action(plugin, args(), {GATHER: [gathered("winrm_on_member")]})
+    result = action.run(task_vars={"ansible_host": "192.168.10.21"})
+    assert host.modules_called() == [GATHER]
+    assert result["failed"] and result["changes"] == []
+    assert "NIC 'NIC1' carries the management address 192.168.10.21" in result["msg"]
+    assert "win_nic_team_allow_management_change" in result["msg"]
+
+
+def test_opted_in_the_change_is_armed_applied_and_disarmed_after_reconnecting(gathered, make_action, clock):
+    after = gathered("team_up")
+    action, scripted = make_action(
+        plugin,
+        args(allow_management_change=True, team_nic_ip={"source": "members"}),
+        {GATHER: [gathered("winrm_on_member"), after], APPLY: [{"changed": True, "applied": []}]},
+    )
+    action._execute_module = DroppingHost(scripted, down=2)
+    result = action.run(task_vars={})
+    applied = [[c["action"] for c in call[1]["changes"]] for call in scripted.calls if call[0] == APPLY]
+    assert applied == [
+        ["arm_rollback", "new_team", "wait_adapter", "set_ip"],
+        ["disarm_rollback"],
+        ["disarm_rollback"],
+        ["disarm_rollback"],
+    ]
+    arm = scripted.calls[1][1]["changes"][0]["commands"][0]
+    assert arm["command"] == "Register-HpcRollback" and arm["parameters"]["TimeoutSeconds"] == 300
+    assert result["rollback"] == {
+        "armed": True,
+        "disarmed": True,
+        "task_name": "hpc.balance rollback lbfo Storage",
+        "reconnected_after_s": 10.0,
+    }
+    assert result["changed"] and not result.get("failed")
+
+
+def test_no_reconnect_before_the_rollback_fires_fails_and_points_to_the_out_of_band_procedure(
+    gathered, make_action, clock
+):
+    action, scripted = make_action(
+        plugin,
+        args(allow_management_change=True, rollback_timeout_s=60),
+        {GATHER: [gathered("winrm_on_member")], APPLY: [{"changed": True, "applied": []}]},
+    )
+    action._execute_module = DroppingHost(scripted, down=1000)
+    result = action.run(task_vars={})
+    assert result["failed"] and result["rollback"]["disarmed"] is False
+    assert "did not reconnect within rollback_timeout_s=60" in result["msg"]
+    assert "out-of-band procedure" in result["msg"]
+    assert GATHER not in scripted.modules_called()[1:]  # no verdict is claimed
+
+
+def test_check_mode_lists_the_rollback_without_arming_it_for_real(gathered, make_action):
+    action, host = make_action(
+        plugin,
+        args(allow_management_change=True),
+        {GATHER: [gathered("winrm_on_member")], APPLY: [{"changed": True, "applied": []}]},
+        check_mode=True,
+    )
+    result = action.run(task_vars={})
+    assert host.modules_called() == [GATHER, APPLY]
+    assert [c["action"] for c in host.calls[1][1]["changes"]][0] == "arm_rollback"
+    assert result["changed"] and "verdict" not in result

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
+from ansible_collections.hpc.balance.plugins.module_utils._wincommand import commands_for
 from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
     TeamDesired,
     desired_summary,
@@ -554,3 +556,162 @@ def test_fixture_is_not_modified_by_parsing():
     snapshot = copy.deepcopy(data)
     parse_host_state(data)
     assert data == snapshot
+
+
+# ---------------------------------------------------------------------------------------------------- Windows' rules
+def tagged(name="team_up", vlan_id=120):
+    """The fixture with its primary team NIC tagged, as Windows leaves it: renamed, Default false."""
+    data = raw(name)
+    data["team_nics"][0].update(Name=f"Storage - VLAN {vlan_id}", VlanID=vlan_id, Default=False)
+    data["teams"][0]["TeamNics"] = f"Storage - VLAN {vlan_id}"
+    for record in data["adapters"]:
+        if record["Name"] == "Storage":
+            record["Name"] = f"Storage - VLAN {vlan_id}"
+    for key in ("ip_addresses", "ip_interfaces"):
+        for record in data[key]:
+            if record["InterfaceAlias"] == "Storage":
+                record["InterfaceAlias"] = f"Storage - VLAN {vlan_id}"
+    return parse_host_state(data)
+
+
+def test_untagging_the_primary_team_nic_uses_default_mode_not_vlan_id_zero():
+    changes = plan(desired(vlan_id=0), tagged()).changes
+    assert changes == [{"action": "set_team_nic_default", "team": "Storage", "team_nic": "Storage - VLAN 120"}]
+    assert commands_for(changes[0]) == [
+        {"command": "Set-NetLbfoTeamNic", "parameters": {"Name": "Storage - VLAN 120", "Default": True}}
+    ]
+
+
+def test_the_default_flag_makes_the_primary_team_nic_untagged_whatever_vlanid_says():
+    data = raw("team_up")
+    data["team_nics"][0].update(VlanID=0, Default=True)
+    assert parse_host_state(data).team_nics[0].vlan_id == 0
+    data["team_nics"][0].update(VlanID=120, Default=False)
+    assert parse_host_state(data).team_nics[0].vlan_id == 120
+
+
+def test_a_tagged_and_renamed_team_nic_plans_nothing_on_the_next_run():
+    wanted = desired(vlan_id=120, team_nic_name="Storage-10G")
+    after = model.apply(state("team_up"), plan(wanted, state("team_up")).changes)
+    assert [(nic.name, nic.vlan_id) for nic in after.team_nics] == [("Storage-10G", 120)]
+    assert plan(wanted, after).changes == []
+
+
+@pytest.mark.parametrize("mode", ["Lacp", "Static"])
+def test_standby_member_in_a_switch_dependent_mode_is_refused(mode):
+    with pytest.raises(ValueError, match=f"standby_member 'NIC2' needs teaming_mode SwitchIndependent: in {mode} mode"):
+        desired(teaming_mode=mode, standby_member="NIC2")
+
+
+def test_switching_a_team_with_a_standby_member_to_lacp_sets_no_member_mode():
+    standby = model.apply(
+        state("team_up"),
+        [{"action": "set_member_mode", "team": "Storage", "member": "NIC2", "administrative_mode": "Standby"}],
+    )
+    assert plan(desired(teaming_mode="Lacp"), standby).changes == [
+        {"action": "set_team", "team": "Storage", "teaming_mode": "Lacp"}
+    ]
+
+
+def test_lbfo_under_a_vswitch_on_windows_server_2019_is_a_warning_and_verifies():
+    result = plan(desired(), state("hyperv_vswitch_on_team_2019"))
+    assert codes(result.findings, "refuse") == []
+    assert codes(result.findings, "warn") == ["lbfo_under_vswitch_deprecated"]
+    assert "still allows it" in next(f.message for f in result.findings if f.code == "lbfo_under_vswitch_deprecated")
+    assert verdict(desired(), state("hyperv_vswitch_on_team_2019")).ok
+
+
+def test_a_driver_without_a_path_does_not_stop_the_vendor_check():
+    data = raw("no_team")
+    data["teaming_drivers"] = [{"Name": "nopath", "PathName": None, "State": "Running"}, {"Name": "e", "PathName": ""}]
+    assert codes(preflight(desired(), parse_host_state(data)), "refuse") == []
+
+
+def test_lacp_timer_is_gathered_and_converged():
+    data = raw("lacp_negotiating")
+    assert parse_host_state(data).teams["Storage"].lacp_timer == "Fast"
+    changes = plan_changes(desired(teaming_mode="Lacp", lacp_timer="Slow"), parse_host_state(data))
+    assert changes == [{"action": "set_team", "team": "Storage", "lacp_timer": "Slow"}]
+    assert commands_for(changes[0])[0]["parameters"] == {"Name": "Storage", "LacpTimer": "Slow"}
+
+
+def test_lacp_timer_needs_lacp_mode():
+    with pytest.raises(ValueError, match="lacp_timer 'Slow' applies to teaming_mode Lacp only"):
+        desired(lacp_timer="Slow")
+
+
+# -------------------------------------------------------------------------------------------- operators' additions
+def test_additional_vlan_team_nics_are_added_renamed_and_removed():
+    changes = plan_changes(
+        desired(vlan_team_nics=[{"vlan_id": 20}, {"vlan_id": 30, "name": "Storage-30"}]), state("team_up")
+    )
+    assert changes == [
+        {"action": "add_team_nic", "team": "Storage", "vlan_id": 20, "team_nic": "Storage - VLAN 20"},
+        {"action": "add_team_nic", "team": "Storage", "vlan_id": 30, "team_nic": "Storage-30"},
+    ]
+    after = model.apply(state("team_up"), changes)
+    assert plan_changes(desired(vlan_team_nics=[{"vlan_id": 30, "name": "Storage-30"}]), after) == [
+        {"action": "remove_team_nic", "team": "Storage", "vlan_id": 20, "team_nic": "Storage - VLAN 20"}
+    ]
+
+
+def test_a_static_team_nic_address_is_set_with_gateway_and_dns():
+    args = {"address": "192.168.10.50", "prefix_length": 24, "gateway": "192.168.10.1", "dns_servers": ["10.0.0.2"]}
+    changes = plan_changes(desired(team_nic_ip=args), state("team_up"))
+    assert changes == [
+        {
+            "action": "set_ip",
+            "interface": "Storage",
+            "address": "192.168.10.50",
+            "prefix_length": 24,
+            "gateway": "192.168.10.1",
+            "dns_servers": ["10.0.0.2"],
+        }
+    ]
+    assert [c["command"] for c in commands_for(changes[0])] == [
+        "Set-NetIPInterface",
+        "Remove-NetRoute",
+        "Remove-NetIPAddress",
+        "New-NetIPAddress",
+        "Set-DnsClientServerAddress",
+    ]
+
+
+def test_the_team_is_renamed_rather_than_re_created():
+    assert plan_changes(desired(name="Storage2", rename_from="Storage"), state("team_up")) == [
+        {"action": "rename_team", "team": "Storage", "new_name": "Storage2"}
+    ]
+
+
+def test_set_host_vnics_get_their_vlan_and_rdma():
+    changes = plan_changes(
+        desired(
+            name="SETswitch",
+            kind="set",
+            members=["NIC3", "NIC4"],
+            load_balancing_algorithm="HyperVPort",
+            host_vnics=[{"name": "SMB1", "vlan_id": 12, "rdma": True}],
+        ),
+        state("set_switch"),
+    )
+    assert changes == [
+        {"action": "add_host_vnic", "switch": "SETswitch", "vnic": "SMB1"},
+        {"action": "set_host_vnic_vlan", "vnic": "SMB1", "vlan_id": 12},
+        {"action": "set_rdma", "adapter": "vEthernet (SMB1)", "enabled": True},
+    ]
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_new_vmswitch_allow_management_os_follows_the_option(allow):
+    changes = plan_changes(
+        desired(name="SETswitch", kind="set", members=["NIC3", "NIC4"], allow_management_os=allow),
+        state("hyperv_no_switch"),
+    )
+    assert commands_for(changes[0])[0]["parameters"]["AllowManagementOS"] is allow
+
+
+def test_rdma_cards_going_into_lbfo_are_warned_about():
+    data = raw("no_team")
+    for record in data["rdma"]:
+        record["Enabled"] = record["Name"] in ("NIC1", "NIC2")
+    assert "lbfo_loses_rdma" in codes(preflight(desired(), parse_host_state(data)), "warn")

@@ -1,0 +1,193 @@
+"""The management path: a change that can cut the controller off is refused, or run behind a timed rollback.
+
+The rollback script is rendered in Python (module_utils/_winrollback.py), parsed here with tree-sitter-powershell,
+and its steps are checked with the apply model: run after the change, they restore the recorded team and IPv4 state.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
+from ansible_collections.hpc.balance.plugins.module_utils._winrollback import render_rollback_script
+from ansible_collections.hpc.balance.plugins.module_utils._winteam import TeamDesired, plan, summary
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import parse_host_state
+
+ROOT = Path(__file__).resolve().parents[4]
+sys.path.insert(0, str(ROOT / "tests" / "ps1"))
+from check_ps1_parse import parse_errors  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "windows"
+
+
+def state(name):
+    return parse_host_state(json.loads((FIXTURES / f"nic_team_gather_{name}.json").read_text()))
+
+
+def desired(**args):
+    return TeamDesired.from_args(dict({"name": "Storage", "members": ["NIC1", "NIC2"]}, **args))
+
+
+def refusal(result):
+    return [f for f in result.findings if f.severity == "refuse"]
+
+
+# ------------------------------------------------------------------------------------------------ refused by default
+def test_teaming_the_nic_that_carries_winrm_is_refused_naming_nic_address_and_opt_in():
+    result = plan(desired(), state("winrm_on_member"))
+    assert result.changes == []
+    [finding] = refusal(result)
+    assert finding.code == "management_path"
+    assert "NIC 'NIC1' carries the management address 192.168.10.21" in finding.message
+    assert "win_nic_team_allow_management_change: true" in finding.message
+
+
+def test_ansible_host_marks_the_management_nic_without_a_winrm_record():
+    data = json.loads((FIXTURES / "nic_team_gather_no_team.json").read_text())
+    data["winrm_connections"] = []
+    result = plan(desired(management_addresses=["192.168.10.21"]), parse_host_state(data))
+    assert [f.code for f in refusal(result)] == ["management_path"]
+
+
+def test_a_team_away_from_the_management_nic_needs_no_opt_in():
+    result = plan(desired(members=["NIC3", "NIC4"]), state("no_team"))
+    assert refusal(result) == [] and result.changes[0]["action"] == "new_team"
+
+
+def test_removing_the_switch_whose_host_vnic_carries_management_is_refused():
+    result = plan(desired(name="SETswitch", kind="set", state="absent"), state("set_switch_management_vnic"))
+    [finding] = refusal(result)
+    assert "change 'remove_set_switch' touches 'SETswitch' under 'vEthernet (SETswitch)'" in finding.message
+    assert "10.0.1.21" in finding.message
+
+
+def test_taking_the_management_os_off_the_switch_is_refused():
+    wanted = desired(
+        name="SETswitch",
+        kind="set",
+        members=["NIC3", "NIC4"],
+        load_balancing_algorithm="HyperVPort",
+        allow_management_os=False,
+    )
+    assert [f.code for f in refusal(plan(wanted, state("set_switch_management_vnic")))] == ["management_path"]
+
+
+def test_a_gather_without_ip_records_cannot_be_judged_and_is_refused():
+    data = json.loads((FIXTURES / "nic_team_gather_team_up.json").read_text())
+    for key in ("ip_addresses", "ip_interfaces", "routes", "dns_servers", "winrm_connections"):
+        del data[key]
+    assert [f.code for f in refusal(plan(desired(vlan_id=5), parse_host_state(data)))] == ["management_unknown"]
+
+
+# ---------------------------------------------------------------------------------------------------- opted in
+def test_with_the_opt_in_the_change_is_wrapped_by_arm_and_disarm():
+    result = plan(desired(allow_management_change=True, team_nic_ip={"source": "members"}), state("winrm_on_member"))
+    assert refusal(result) == []
+    assert [c["action"] for c in result.changes] == [
+        "arm_rollback",
+        "new_team",
+        "wait_adapter",
+        "set_ip",
+        "disarm_rollback",
+    ]
+    arm, disarm = result.changes[0], result.changes[-1]
+    assert arm["task_name"] == disarm["task_name"] == "hpc.balance rollback lbfo Storage"
+    assert arm["timeout_s"] == 300
+    assert result.changes[3] == {
+        "action": "set_ip",
+        "interface": "Storage",
+        "address": "192.168.10.21",
+        "prefix_length": 24,
+    }
+
+
+MANAGEMENT_CASES = {
+    "team_the_winrm_nic": ("winrm_on_member", dict(team_nic_ip={"source": "members"})),
+    "team_the_winrm_nic_without_moving_its_address": ("winrm_on_member", {}),
+    "team_mgmt_with_force": ("no_team", dict(members=["NIC1", "MGMT"], force=True)),
+    "remove_the_management_switch": ("set_switch_management_vnic", dict(name="SETswitch", kind="set", state="absent")),
+    "retag_the_management_team": ("winrm_on_member", dict(vlan_id=0)),
+    "management_os_off": (
+        "set_switch_management_vnic",
+        dict(
+            name="SETswitch",
+            kind="set",
+            members=["NIC3", "NIC4"],
+            allow_management_os=False,
+            load_balancing_algorithm="HyperVPort",
+        ),
+    ),
+    "member_out_of_the_management_switch": (
+        "set_switch_management_vnic",
+        dict(name="SETswitch", kind="set", members=["NIC3"], load_balancing_algorithm="HyperVPort"),
+    ),
+}
+
+
+def _recorded_view(wanted, recorded, after):
+    """Team/switch summary and the IPv4 settings of every recorded interface, read from `after`."""
+    return summary(wanted, after), {
+        name: (after.ip_configs[name].settings if name in after.ip_configs else None) for name in recorded.ip_configs
+    }
+
+
+@pytest.mark.parametrize("case", sorted(MANAGEMENT_CASES))
+def test_the_rollback_steps_restore_the_recorded_team_and_ip_state(case):
+    fixture, args = MANAGEMENT_CASES[case]
+    recorded = state(fixture)
+    wanted = desired(**dict(args, allow_management_change=True))
+    result = plan(wanted, recorded)
+    if not result.changes:
+        pytest.skip("nothing to change")
+    arm = result.changes[0]
+    assert arm["action"] == "arm_rollback"
+    after_change = model.apply(recorded, result.changes)
+    rolled_back = model.apply(after_change, arm["steps"])
+    assert _recorded_view(wanted, recorded, rolled_back) == _recorded_view(wanted, recorded, recorded)
+
+
+@pytest.mark.parametrize("case", sorted(MANAGEMENT_CASES))
+def test_the_rendered_rollback_script_parses_as_powershell(case):
+    fixture, args = MANAGEMENT_CASES[case]
+    result = plan(desired(**dict(args, allow_management_change=True)), state(fixture))
+    script = result.changes[0]["script"]
+    assert parse_errors(script.encode("utf-8")) == []
+    assert script.rstrip().endswith("Write-RollbackLog -Message 'rollback finished'")
+
+
+def test_the_rollback_script_runs_each_step_and_unregisters_its_task():
+    script = render_rollback_script(
+        "hpc.balance rollback lbfo Storage",
+        [
+            {"action": "remove_team", "team": "Storage"},
+            {
+                "action": "set_ip",
+                "interface": "NIC1",
+                "address": "192.168.10.21",
+                "prefix_length": 24,
+                "gateway": "192.168.10.1",
+                "dns_servers": ["10.0.0.2"],
+            },
+        ],
+    )
+    assert (
+        "Invoke-RollbackStep -Description 'remove_team Storage' -Step {\n    Remove-NetLbfoTeam -Name:'Storage'\n}"
+        in script
+    )
+    assert (
+        "    New-NetIPAddress -InterfaceAlias:'NIC1' -AddressFamily:'IPv4' -IPAddress:'192.168.10.21' "
+        "-PrefixLength:24 -DefaultGateway:'192.168.10.1'"
+    ) in script
+    assert "    Set-DnsClientServerAddress -InterfaceAlias:'NIC1' -ServerAddresses:@('10.0.0.2')" in script
+    assert "Unregister-ScheduledTask -TaskName:'hpc.balance rollback lbfo Storage' -Confirm:$false" in script
+    assert parse_errors(script.encode("utf-8")) == []
+
+
+def test_names_with_quotes_cannot_break_out_of_the_script():
+    script = render_rollback_script("t'x", [{"action": "remove_team", "team": "Team'; Remove-Item C:\\ -Recurse; '"}])
+    assert "Remove-NetLbfoTeam -Name:'Team''; Remove-Item C:\\ -Recurse; '''" in script
+    assert parse_errors(script.encode("utf-8")) == []
