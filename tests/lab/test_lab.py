@@ -134,13 +134,13 @@ def test_apt_sources_without_the_suite_are_an_error(tmp_path):
         uml_image.apt_source_files("bookworm", tmp_path)
 
 
-def test_inventory_puts_guests_in_their_groups_and_keeps_the_netns_client(tmp_path):
+def test_inventory_puts_guests_in_their_groups_and_keeps_the_netns_client_and_gpu_node(tmp_path):
     data = yaml.safe_load(uml_inventory.render("hb", tmp_path))
     children = data["all"]["children"]
     assert sorted(children["lvs_directors"]["hosts"]) == ["udir1", "udir2"]
     assert sorted(children["lvs_realservers"]["hosts"]) == ["urs1", "urs2"]
     assert sorted(children["lvs_clients"]["hosts"]) == ["client"]
-    assert children["gpu_nodes"]["hosts"] == {}
+    assert sorted(children["gpu_nodes"]["hosts"]) == ["gpu1"]
     assert data["all"]["vars"]["lab_kind"] == "uml"
     urs1 = children["lvs_realservers"]["hosts"]["urs1"]
     assert urs1["ansible_host"] == "198.18.0.153"

@@ -2,7 +2,8 @@
 
 The guests are reached like the netns hosts: ssh through `nc` in the switch namespace, the lab key, one control
 connection per address. Groups are the collection's: udir* in lvs_directors, urs* in lvs_realservers, and the
-netns `client` host in lvs_clients, so a DR test has a client beside the real-kernel director and servers.
+netns hosts `client` in lvs_clients and `gpu1` in gpu_nodes, so a DR test has a client beside the real-kernel
+director and servers, and the whole site (make demo) has every layer.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .topology import GROUPS, GUEST_INTERFACE, GUESTS, HOST_INTERFACE, HOSTS, ho
 INVENTORY_FILE = "inventory-uml.yml"
 SSH_CONFIG_FILE = "ssh_config-uml"
 # netns hosts listed beside the guests (by group), so plays have what the guests cannot be.
-NETNS_GROUPS_KEPT = ("lvs_clients",)
+NETNS_GROUPS_KEPT = ("lvs_clients", "gpu_nodes")
 # A rebooting guest may take its network down before its sshd says goodbye: without keepalives an ssh control
 # master then waits forever on the dead connection, and so does every command multiplexed on it (a reboot's
 # "is it back yet" check included). With these, ssh gives up on a silent guest after 15 s.
