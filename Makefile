@@ -58,7 +58,7 @@ TOOL_ENV := \
 	PIP_DISABLE_PIP_VERSION_CHECK=1 \
 	PYTHONDONTWRITEBYTECODE=1
 
-.PHONY: help setup apt apt-record venv env lint sanity units moe-test ee molecule test gpu-check bench demo lab-up \
+.PHONY: help setup apt apt-record venv env lint sanity units moe-test ee molecule test-folders test gpu-check bench demo lab-up \
 	lab-down lab-status lab-image clean
 
 help: ## list the targets
@@ -155,7 +155,11 @@ molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one
 		$(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s || exit 1; \
 	done
 
-test: lint sanity units moe-test ee molecule ## everything CI runs
+test-folders: ## fail at once when a test folder, check or scenario that make test runs is missing
+	$(call require,$(UNIT_TEST_DIRS) $(MOE_TEST_DIR) $(PS1_PARSE_CHECK))
+	$(call require,$(addprefix extensions/molecule/,$(addsuffix /molecule.yml,$(MOLECULE_SCENARIOS))))
+
+test: test-folders lint sanity units moe-test ee molecule ## everything CI runs
 	@echo "make test: all checks passed"
 
 bench: venv ## placement, router and ipvs_spread benchmarks (ratios against the named references)
