@@ -18,16 +18,13 @@ from ansible.errors import AnsibleConnectionFailure
 
 from ansible_collections.hpc.balance.plugins.module_utils._wincommand import with_commands
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import Plan
-from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
+from ansible_collections.hpc.balance.plugins.module_utils._winteam import desired_summary, plan, summary, verdict
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import (
     DEFAULT_ROLLBACK_TIMEOUT_S,
     IP_SOURCES,
     TeamDesired,
-    desired_summary,
-    pcie_report,
-    plan,
-    summary,
-    verdict,
 )
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_findings import pcie_report
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
     KINDS,
     LACP_TIMERS,

@@ -19,8 +19,10 @@ attributes:
   diff_mode:
     support: full
 notes:
-  - Windows cannot run where this collection is tested; the decision logic is unit-tested on JSON in the documented
-    shape of the cmdlets' output, and the PowerShell modules are parse-checked only.
+  - Windows cannot run where this collection is tested. The decision logic is unit-tested on JSON in the documented
+    shape of the cmdlets' output (each fixture cites its Learn page), the effect of each apply step is modelled in
+    Python after the cmdlets' documentation and the plans are proven idempotent against that model, and the
+    PowerShell modules are parse-checked only. Nothing has run on a real Windows host yet.
 """
 
     # The gather modules: read-only; each describes its own check mode.

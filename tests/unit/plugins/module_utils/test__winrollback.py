@@ -14,7 +14,8 @@ import pytest
 
 from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
 from ansible_collections.hpc.balance.plugins.module_utils._winrollback import render_rollback_script
-from ansible_collections.hpc.balance.plugins.module_utils._winteam import TeamDesired, plan, summary
+from ansible_collections.hpc.balance.plugins.module_utils._winteam import plan, summary
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import TeamDesired
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import parse_host_state
 
 ROOT = Path(__file__).resolve().parents[4]

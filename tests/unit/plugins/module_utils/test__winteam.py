@@ -14,14 +14,14 @@ import pytest
 from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
 from ansible_collections.hpc.balance.plugins.module_utils._wincommand import commands_for
 from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
-    TeamDesired,
     desired_summary,
     plan,
     plan_changes,
-    preflight,
     summary,
     verdict,
 )
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import TeamDesired
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_findings import preflight
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
     TEAMING_MODES,
     PcieLink,

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
-from ansible_collections.hpc.balance.plugins.module_utils._winteam import TeamDesired, plan, plan_changes, summary
+from ansible_collections.hpc.balance.plugins.module_utils._winteam import plan, plan_changes, summary
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import TeamDesired
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import parse_host_state
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "windows"

@@ -1,0 +1,394 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight findings for a NIC team: what must be looked at before any change; a 'refuse' finding stops the run.
+
+Members exist and are free, are alike (speed, vendor, model, driver; force turns a mix into warnings), no vendor
+teaming tool, the Hyper-V rules (SET needs Hyper-V; LBFO under a switch is refused from Windows Server 2022), PCIe
+links, a standby member, host vNICs, the team NIC address to move, and RDMA cards that LBFO would cut off SMB Direct.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ntpath
+
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import INFO, REFUSE, WARN, Finding
+from ansible_collections.hpc.balance.plugins.module_utils._winplan import quoted_names as _names
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import (
+    TeamDesired,
+    member_static_ip,
+    state_after_rename,
+)
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
+    PCIE_LINK_SPEEDS,
+    VENDOR_TEAMING_TOOLS,
+    WINDOWS_SERVER_2022_BUILD,
+    HostState,
+    VmSwitch,
+    card_model,
+    format_bits_per_second,
+)
+
+
+# ---------------------------------------------------------------------------------------------------- findings
+def _vendor_teaming_evidence(state: HostState) -> list[tuple[str, list[str]]]:
+    """[(tool name, evidence)] for every vendor teaming manager found on the host."""
+    found = []
+    for tool in VENDOR_TEAMING_TOOLS:
+        evidence = []
+        for driver in state.teaming_drivers:
+            file_name = ntpath.basename(driver.get("PathName") or "").lower()
+            if any(fnmatch.fnmatch(file_name, pattern) for pattern in tool["driver_files"]):
+                evidence.append("driver {} ({}, {})".format(driver.get("Name"), file_name, driver.get("State") or "?"))
+        for adapter in state.adapters.values():
+            by_file = any(fnmatch.fnmatch(adapter.driver_file.lower(), pattern) for pattern in tool["driver_files"])
+            by_description = any(
+                fnmatch.fnmatch(adapter.description.lower(), pattern.lower())
+                for pattern in tool["adapter_descriptions"]
+            )
+            if by_file or by_description:
+                evidence.append(f"adapter '{adapter.name}' ({adapter.description})")
+        if evidence:
+            found.append((tool["name"], evidence))
+    return found
+
+
+def _check_members_exist(desired: TeamDesired, state: HostState) -> list[Finding]:
+    findings = []
+    missing = [member for member in desired.members if member not in state.adapters]
+    if missing:
+        physical = sorted(name for name, adapter in state.adapters.items() if not adapter.hidden)
+        findings.append(
+            Finding(
+                REFUSE,
+                "member_missing",
+                f"member{'s' if len(missing) > 1 else ''} {_names(missing)} not found on the host; "
+                f"adapters present: {_names(physical)}. Fix the names in members (Get-NetAdapter)",
+            )
+        )
+    return findings
+
+
+def _check_members_free(desired: TeamDesired, state: HostState) -> list[Finding]:
+    """A member of another LBFO team or of another SET switch cannot join this one."""
+    findings = []
+    for member in desired.members:
+        owner = state.members.get(member)
+        if owner is not None and (desired.kind == "set" or owner.team != desired.name):
+            findings.append(
+                Finding(
+                    REFUSE,
+                    "member_in_other_team",
+                    f"member '{member}' already belongs to LBFO team '{owner.team}': remove it there first",
+                )
+            )
+        adapter = state.adapters.get(member)
+        if adapter is None:
+            continue
+        for switch in state.vm_switches:
+            if adapter.description in switch.adapter_descriptions and not (
+                desired.kind == "set" and switch.name == desired.name
+            ):
+                findings.append(
+                    Finding(
+                        REFUSE,
+                        "member_in_vswitch",
+                        f"member '{member}' is bound to Hyper-V switch '{switch.name}': "
+                        "remove it from that switch first",
+                    )
+                )
+    return findings
+
+
+def _check_uniform(desired: TeamDesired, state: HostState) -> list[Finding]:
+    """Same link speed, same vendor/model/driver: refused unless force (then a warning)."""
+    findings = []
+    present = [state.adapters[member] for member in desired.members if member in state.adapters]
+    severity = WARN if desired.force else REFUSE
+    hint = "the team proceeds because force is set" if desired.force else "team equal cards, or set force: true"
+    connected = [a for a in present if a.media_connect_state != "Disconnected" and a.speed_bits_per_second]
+    for adapter in present:
+        if adapter not in connected:
+            findings.append(
+                Finding(
+                    WARN,
+                    "member_disconnected",
+                    f"member '{adapter.name}' has no link ({adapter.status or adapter.media_connect_state}): "
+                    "its speed cannot be compared, and the team will not be Up until it links",
+                )
+            )
+    speeds = sorted({adapter.speed_bits_per_second for adapter in connected})
+    if len(speeds) > 1:
+        findings.append(
+            Finding(
+                severity,
+                "mixed_link_speeds",
+                "members have mixed link speeds ({}): every flow is pinned to one member, so flows on the slower "
+                "member run at its speed; {}".format(
+                    ", ".join(f"'{a.name}' {format_bits_per_second(a.speed_bits_per_second)}" for a in connected),
+                    hint,
+                ),
+            )
+        )
+    for code, label, key in (
+        ("mixed_vendors", "vendors", lambda a: a.driver_provider),
+        ("mixed_models", "models", lambda a: card_model(a.description)),
+        ("mixed_drivers", "driver versions", lambda a: a.driver_version),
+    ):
+        values = {key(adapter) for adapter in present}
+        if len(values) > 1:
+            findings.append(
+                Finding(
+                    severity,
+                    code,
+                    "members differ in {} ({}): offloads and RSS behave differently per card; {}".format(
+                        label, ", ".join(f"'{a.name}' {key(a)}" for a in present), hint
+                    ),
+                )
+            )
+            break  # one model/driver finding is enough: a different vendor is also a different model and driver
+    return findings
+
+
+def _check_vendor_tools(state: HostState) -> list[Finding]:
+    return [
+        Finding(
+            REFUSE,
+            "vendor_teaming_tool",
+            "{} is installed ({}): one teaming manager per machine. Remove the vendor teaming software (and its "
+            "teams) before teaming with Windows".format(tool, "; ".join(evidence)),
+        )
+        for tool, evidence in _vendor_teaming_evidence(state)
+    ]
+
+
+def pcie_report(desired: TeamDesired, state: HostState) -> list[dict]:
+    """Per member: PCIe link trained, usable bits per second, and what the card's ports in this team need."""
+    report = []
+    demand_by_card = {}
+    for member in desired.members:
+        link = state.pcie.get(member)
+        adapter = state.adapters.get(member)
+        if link is None or adapter is None or None in link.location:
+            continue
+        demand_by_card.setdefault(link.location, []).append(adapter)
+    for member in desired.members:
+        link = state.pcie.get(member)
+        if link is None:
+            continue
+        sharing = demand_by_card.get(link.location, [])
+        report.append(
+            {
+                "name": member,
+                "link": link.describe(),
+                "max_link": "x{} at {} GT/s".format(
+                    link.max_width, PCIE_LINK_SPEEDS.get(link.max_speed_encoded, (None,))[0] or "?"
+                ),
+                "usable_bits_per_second": link.current_bits_per_second,
+                "ports_sharing_link": sorted(adapter.name for adapter in sharing),
+                "needed_bits_per_second": sum(adapter.speed_bits_per_second or 0 for adapter in sharing) or None,
+            }
+        )
+    return report
+
+
+def _check_pcie(desired: TeamDesired, state: HostState) -> list[Finding]:
+    findings = []
+    for entry in pcie_report(desired, state):
+        link = state.pcie[entry["name"]]
+        usable = entry["usable_bits_per_second"]
+        needed = entry["needed_bits_per_second"]
+        if usable is not None and needed is not None and usable < needed:
+            findings.append(
+                Finding(
+                    WARN,
+                    "pcie_bottleneck",
+                    "member '{}': its PCIe link ({}, about {} usable) cannot carry the nominal {} of {}; move the "
+                    "card to a wider or faster slot".format(
+                        entry["name"],
+                        entry["link"],
+                        format_bits_per_second(usable),
+                        format_bits_per_second(needed),
+                        " + ".join(entry["ports_sharing_link"]),
+                    ),
+                )
+            )
+        degraded_width = link.max_width and link.current_width and link.current_width < link.max_width
+        degraded_speed = (
+            link.max_speed_encoded
+            and link.current_speed_encoded
+            and link.current_speed_encoded < link.max_speed_encoded
+        )
+        if degraded_width or degraded_speed:
+            findings.append(
+                Finding(
+                    WARN,
+                    "pcie_link_degraded",
+                    "member '{}': PCIe link trained at {}, below the card's {} (slot, riser or BIOS setting)".format(
+                        entry["name"], entry["link"], entry["max_link"]
+                    ),
+                )
+            )
+        findings.append(
+            Finding(
+                INFO,
+                "pcie_link",
+                "member '{}': PCIe {}, about {} usable".format(
+                    entry["name"], entry["link"], format_bits_per_second(usable)
+                ),
+            )
+        )
+    return findings
+
+
+def _vswitches_on_team(desired: TeamDesired, state: HostState) -> list[VmSwitch]:
+    """Hyper-V switches bound to this team's NIC (or to one of its members)."""
+    descriptions = set()
+    team = state.teams.get(desired.name)
+    if team is not None:
+        for nic_name in team.team_nics:
+            nic = state.adapters.get(nic_name)
+            if nic is not None:
+                descriptions.add(nic.description)
+    return [switch for switch in state.vm_switches if descriptions & set(switch.adapter_descriptions)]
+
+
+def _check_hyperv(desired: TeamDesired, state: HostState) -> list[Finding]:
+    if desired.kind != "lbfo":
+        if not state.hyperv_present:
+            return [
+                Finding(
+                    REFUSE,
+                    "hyperv_missing",
+                    "kind is 'set' but Hyper-V is not installed: Switch Embedded Teaming is a Hyper-V switch. "
+                    "Install the Hyper-V role, or use kind: lbfo",
+                )
+            ]
+        existing = [switch for switch in state.vm_switches if switch.name == desired.name]
+        if existing and not existing[0].embedded_teaming:
+            return [
+                Finding(
+                    REFUSE,
+                    "vswitch_not_set",
+                    f"Hyper-V switch '{desired.name}' exists without embedded teaming: rename it or pick another name",
+                )
+            ]
+        return []
+    on_team = _vswitches_on_team(desired, state)
+    if not (desired.for_vswitch or on_team):
+        return []
+    if on_team:
+        reason = f"Hyper-V switch {_names([s.name for s in on_team])} sits on team '{desired.name}'"
+    else:
+        reason = f"for_vswitch is set: a Hyper-V switch would sit on team '{desired.name}'"
+    if desired.for_vswitch and not state.hyperv_present:
+        reason += " (Hyper-V is not installed yet)"
+    offer = (
+        "use Switch Embedded Teaming instead: kind: set (New-VMSwitch -EnableEmbeddedTeaming $true -NetAdapterName {})"
+    )
+    offer = offer.format(",".join(desired.members))
+    if state.os_build is not None and state.os_build < WINDOWS_SERVER_2022_BUILD:
+        return [
+            Finding(
+                WARN,
+                "lbfo_under_vswitch_deprecated",
+                f"{reason}. This host (build {state.os_build}) still allows it, but a Hyper-V switch on an LBFO team "
+                f"is deprecated and refused from Windows Server 2022 (build {WINDOWS_SERVER_2022_BUILD}): {offer}",
+            )
+        ]
+    return [
+        Finding(
+            REFUSE,
+            "lbfo_under_vswitch",
+            "{}. A Hyper-V switch on an LBFO team is unsupported from Windows Server 2022 (this host: build {}): "
+            "{}".format(reason, state.os_build if state.os_build is not None else "unknown", offer),
+        )
+    ]
+
+
+def _check_standby(desired: TeamDesired) -> list[Finding]:
+    if desired.standby_member is None:
+        return []
+    return [
+        Finding(
+            WARN,
+            "standby_member",
+            f"standby member '{desired.standby_member}' carries no traffic and its failed link shows only when an "
+            "active member fails; alarm on its state, or make it active for more bandwidth",
+        )
+    ]
+
+
+def _check_host_vnics(desired: TeamDesired, state: HostState) -> list[Finding]:
+    findings = []
+    for vnic in desired.host_vnics:
+        for current in state.host_vnics:
+            if current.name == vnic.name and current.switch_name != desired.name:
+                findings.append(
+                    Finding(
+                        REFUSE,
+                        "host_vnic_elsewhere",
+                        f"host vNIC '{vnic.name}' is on Hyper-V switch '{current.switch_name}', not '{desired.name}': "
+                        "rename one of them",
+                    )
+                )
+    return findings
+
+
+def _check_team_nic_ip(desired: TeamDesired, state: HostState) -> list[Finding]:
+    if desired.team_nic_ip is None or desired.team_nic_ip.source != "members" or desired.name in state.teams:
+        return []
+    if member_static_ip(desired, state) is None:
+        return [
+            Finding(
+                REFUSE,
+                "no_member_ip",
+                "team_nic_ip source is members, but no member carries exactly one static IPv4 address to move: "
+                "give team_nic_ip source static with address and prefix_length",
+            )
+        ]
+    return []
+
+
+def _check_rdma_on_lbfo(desired: TeamDesired, state: HostState) -> list[Finding]:
+    """An LBFO team NIC cannot do RDMA: SMB Direct over members with RDMA on is lost once they are teamed."""
+    if desired.kind != "lbfo" or desired.state != "present":
+        return []
+    lost = [m for m in desired.members if state.rdma_enabled.get(m) and m not in state.members]
+    if not lost:
+        return []
+    return [
+        Finding(
+            WARN,
+            "lbfo_loses_rdma",
+            f"RDMA is enabled on {_names(lost)}: an LBFO team NIC exposes no RDMA, so SMB Direct over these cards "
+            "stops once they are teamed (SMB falls back to TCP). Keep RDMA cards out of LBFO: use kind: set with "
+            "host_vnics and rdma: true, or SMB Multichannel over the separate cards",
+        )
+    ]
+
+
+def preflight(desired: TeamDesired, state: HostState) -> list[Finding]:
+    """Findings that must be looked at before any change. Any 'refuse' finding stops the run."""
+    if desired.state == "absent":
+        return []
+    findings = []
+    if desired.kind == "lbfo" and not state.lbfo_available:
+        findings.append(
+            Finding(
+                REFUSE,
+                "lbfo_unavailable",
+                "the NetLbfo cmdlets are not available on this host: NIC teaming needs Windows Server 2012 or later",
+            )
+        )
+    findings += _check_members_exist(desired, state)
+    findings += _check_members_free(desired, state_after_rename(desired, state))
+    findings += _check_vendor_tools(state)
+    findings += _check_hyperv(desired, state)
+    findings += _check_uniform(desired, state)
+    findings += _check_pcie(desired, state)
+    findings += _check_standby(desired)
+    findings += _check_host_vnics(desired, state)
+    findings += _check_team_nic_ip(desired, state)
+    findings += _check_rdma_on_lbfo(desired, state)
+    return findings
