@@ -267,3 +267,48 @@ def test_arguments_are_checked(args, message):
 )
 def test_share_server(path, server):
     assert share_server(path) == server
+
+
+# ---------------------------------------------------------------------------------------------------- idempotence
+def apply_smb(state, changes):
+    """What each SMB change does to the recorded state (Set-Smb*Configuration, New-/Remove-SmbMultichannelConstraint;
+    Update-SmbMultichannelConnection changes no setting): the oracle of the idempotence test below."""
+    server, client = state.server_multichannel, state.client_multichannel
+    constraints = {name: set(aliases) for name, aliases in state.constraints.items()}
+    for change in changes:
+        if change["action"] == "set_server_multichannel":
+            server = change["enable"]
+        elif change["action"] == "set_client_multichannel":
+            client = change["enable"]
+        elif change["action"] == "add_constraint":
+            constraints.setdefault(change["server_name"], set()).update(change["interfaces"])
+        elif change["action"] == "remove_constraint":
+            left = constraints.get(change["server_name"], set()) - set(change["interfaces"])
+            constraints[change["server_name"]] = left
+    return replace(
+        state,
+        server_multichannel=server,
+        client_multichannel=client,
+        constraints={name: tuple(sorted(aliases)) for name, aliases in constraints.items() if aliases},
+    )
+
+
+SMB_KINDS = {
+    "defaults": {},
+    "server_off": {"server_enabled": False},
+    "client_off": {"client_enabled": False, "server_enabled": False},
+    "constraint": {"constraints": [{"server_name": "fs01", "interfaces": ["Storage"]}]},
+    "constraint_fqdn": {"constraints": [{"server_name": "fs02.hpc.example", "interfaces": ["MGMT"]}]},
+    "constraint_swap": {"constraints": [{"server_name": "FS02", "interfaces": ["Storage", "NIC3"]}]},
+    "exclusive": {"exclusive_constraints": True, "constraints": [{"server_name": "fs01", "interfaces": ["NIC1"]}]},
+    "exclusive_none": {"exclusive_constraints": True},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SMB_KINDS))
+@pytest.mark.parametrize("fixture", ["one_channel", "four_channels", "disabled"])
+def test_plan_of_the_applied_smb_plan_is_empty(fixture, kind):
+    recorded = state(fixture)
+    wanted = desired(**SMB_KINDS[kind])
+    first = plan(wanted, recorded)
+    assert plan(wanted, apply_smb(recorded, first.changes)).changes == []
