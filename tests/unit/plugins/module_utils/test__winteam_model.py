@@ -221,3 +221,29 @@ def test_ip_from_members_moves_the_static_address_to_the_team_nic():
     after = model.apply(recorded, plan(wanted, recorded).changes)
     assert after.ip_configs["Storage"].static_addresses == (("192.168.10.21", 24),)
     assert summary(wanted, after)["team_nic_ip"]["addresses"] == ["192.168.10.21/24"]
+
+
+@pytest.mark.parametrize("fixture", FIXTURE_NAMES)
+def test_every_fixture_is_a_state_windows_allows(fixture):
+    recorded = state(fixture)
+    for team in recorded.teams.values():
+        members = [recorded.members[name] for name in team.members]
+        if team.teaming_mode != "SwitchIndependent":
+            assert all(member.administrative_mode == "Active" for member in members), team.name
+        assert sum(member.administrative_mode == "Standby" for member in members) <= 1
+        assert any(member.administrative_mode == "Active" for member in members)
+        nics = [nic for nic in recorded.team_nics if nic.team == team.name]
+        assert sum(nic.primary for nic in nics) == 1
+        assert len({nic.vlan_id for nic in nics}) == len(nics), "one team NIC per VLAN"
+        for nic in nics:
+            assert nic.default == (nic.primary and nic.vlan_id == 0)
+    for vnic in recorded.host_vnics:
+        switch = next(s for s in recorded.vm_switches if s.name == vnic.switch_name)
+        assert switch.allow_management_os, "a host vNIC needs AllowManagementOS"
+    teamed = set(recorded.members)
+    for name in teamed:
+        assert name not in recorded.ip_configs, f"{name} is teamed: TCP/IP is bound to the team NIC, not to it"
+    for switch in recorded.vm_switches:
+        for description in switch.adapter_descriptions:
+            name = recorded.adapter_name_for_description(description)
+            assert name not in recorded.ip_configs, f"{name} is bound to switch {switch.name}: no TCP/IP of its own"
