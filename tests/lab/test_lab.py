@@ -147,6 +147,7 @@ def test_inventory_puts_guests_in_their_groups_and_keeps_the_netns_client_and_gp
     assert urs1["lab_interface"] == "vec0"
     assert 'ProxyCommand="ip netns exec hb-sw nc %h %p"' in urs1["ansible_ssh_common_args"]
     assert "ServerAliveInterval=5" in urs1["ansible_ssh_common_args"]
+    assert urs1["ansible_pipelining"] is True
     client = children["lvs_clients"]["hosts"]["client"]
     assert client["lab_interface"] == "eth0"
     assert "ServerAliveInterval" not in client["ansible_ssh_common_args"]

@@ -62,6 +62,8 @@ def render(prefix: str, state_dir: Path) -> str:
         "ansible_user": "root",
         "ansible_python_interpreter": "/usr/bin/python3",
         "ansible_ssh_private_key_file": str(lab_key_path(state_dir)),
+        # One ssh round trip per task instead of several: a user-mode guest pays dearly for each.
+        "ansible_pipelining": True,
         "ansible_ssh_common_args": ssh_common_args(prefix, state_dir),
     }
     lines = [

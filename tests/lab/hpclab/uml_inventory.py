@@ -39,6 +39,8 @@ def connection_vars(prefix: str, state_dir: Path, *, guest: bool) -> dict[str, o
         "ansible_user": "root",
         "ansible_python_interpreter": "/usr/bin/python3",
         "ansible_ssh_private_key_file": str(lab_key_path(state_dir)),
+        # One ssh round trip per task instead of several: a user-mode guest pays dearly for each.
+        "ansible_pipelining": True,
         "ansible_ssh_common_args": f"{common_args} {GUEST_SSH_KEEPALIVE}" if guest else common_args,
     }
 
