@@ -1,18 +1,32 @@
 """Vectorised building blocks of the EPLB planner: greedy packing and greedy replication, batched over rows.
 
-Each function runs its greedy loop over items (or added replicas) and does every row (layer, or layer x node) at once
-with tensor operations, so the Python loop runs ``items`` times instead of ``rows x items x packs`` times. The
-decisions are the same as the one-row-at-a-time reference in ``eplb_reference.py``, tie for tie:
+Packing runs its greedy loop over items and does every row (layer, or layer x node) at once with tensor operations,
+so the Python loop runs ``items`` times instead of ``rows x items x packs`` times. Replication needs no loop: its
+greedy picks are a merge of sorted lists, so one top-k over the candidates gives them all, in order. The decisions
+are the same as the one-row-at-a-time reference in ``eplb_reference.py``, tie for tie:
 
 - items are visited in the order of ``torch.sort(descending=True)`` applied to the very same (rows, items) float32
   tensor the reference sorts;
 - the lightest pack with room wins, the first one on equal weight (``argmin`` returns the first minimum);
-- pack weights are float32 sums accumulated in the same order.
+- pack weights are float32 sums accumulated in the same order;
+- a replica goes to the expert with the largest float32 load per replica, the first one on ties. Candidates are
+  compared as one int64 key: a non-negative float32's bits order like the float, so the value's bits sit above the
+  expert id (and the replica number) in the key.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+INDEX_BITS = 20  # indices below 2**20 ride in the low bits of a comparison key
+MAX_INDEX = 2**INDEX_BITS - 1
+
+
+def _ordered_key(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """(value, index) pairs of non-negative float32 values (inf allowed) -> int64 keys ordered like the pairs."""
+    positive = values + 0.0  # NOTE: turns -0.0 (sign bit set) into +0.0, which compares equal to it
+    return (positive.view(torch.int32).to(torch.int64) << INDEX_BITS) | index
 
 
 def greedy_pack(item_loads: torch.Tensor, num_packs: int) -> torch.Tensor:
@@ -27,32 +41,32 @@ def greedy_pack(item_loads: torch.Tensor, num_packs: int) -> torch.Tensor:
         # One item per pack: items keep their order (the published algorithm's shortcut).
         return torch.arange(num_items, dtype=torch.int64).expand(num_rows, num_items).clone()
     order = item_loads.sort(dim=-1, descending=True).indices  # (rows, items), heaviest first
-    sorted_loads = item_loads.gather(-1, order)  # (rows, items)
-    # NOTE: a full pack's key is set to +inf, so argmin only ever picks packs with room; the key of a pack with room
-    # is exactly its float32 weight, summed in arrival order like the reference does.
-    pack_key = torch.zeros((num_rows, num_packs), dtype=torch.float32)
-    pack_count = torch.zeros((num_rows, num_packs), dtype=torch.int64)
-    pack_of_position = torch.empty((num_rows, num_items), dtype=torch.int64)
-    full = torch.empty((num_rows, num_packs), dtype=torch.bool)
-    ones = torch.ones((num_rows, 1), dtype=torch.int64)
+    sorted_loads = item_loads.gather(-1, order).numpy()  # (rows, items) float32
+    # NOTE: the loop runs in numpy: on arrays this small a numpy call costs a fraction of a torch call, and the
+    # arithmetic is the same IEEE float32 (argmin returns the first minimum in both).
+    pack_weight = np.zeros((num_rows, num_packs), dtype=np.float32)  # +inf once full: argmin skips full packs
+    pack_count = np.zeros((num_rows, num_packs), dtype=np.int64)
+    pack_of_position = np.empty((num_rows, num_items), dtype=np.int64)
+    rows = np.arange(num_rows)
     first = 0
     if bool((sorted_loads[:, : num_packs - 1] > 0).all()):
         # NOTE: with positive loads the first num_packs items go to packs 0, 1, ... in turn (each goes to the first
-        # still-empty pack), so they need no argmin; the keys start as exactly those loads (0 + w == w).
+        # still-empty pack), so they need no argmin; the weights start as exactly those loads (0 + w == w).
         first = num_packs
-        pack_key.copy_(sorted_loads[:, :num_packs])
-        pack_count.fill_(1)
-        pack_of_position[:, :num_packs] = torch.arange(num_packs)
-    # NOTE: column views are cut once; the loop body is four in-place tensor calls (per-call overhead dominates).
-    pack_columns = pack_of_position.split(1, dim=1)  # items x (rows, 1)
-    load_columns = sorted_loads.split(1, dim=1)
-    infinity = float("inf")
+        pack_weight[:] = sorted_loads[:, :num_packs]
+        pack_count[:] = 1
+        pack_of_position[:, :num_packs] = np.arange(num_packs)
+    load_columns = np.ascontiguousarray(sorted_loads.T)  # (items, rows): one contiguous row per step
     for position in range(first, num_items):
-        pack = pack_columns[position]
-        torch.argmin(pack_key, dim=-1, keepdim=True, out=pack)  # (rows, 1)
-        pack_key.scatter_add_(1, pack, load_columns[position])
-        pack_count.scatter_add_(1, pack, ones)
-        pack_key.masked_fill_(torch.eq(pack_count, items_per_pack, out=full), infinity)
+        pack = pack_weight.argmin(axis=1)  # (rows,) lightest pack with room, first on ties
+        pack_of_position[:, position] = pack
+        pack_weight[rows, pack] += load_columns[position]
+        count = pack_count[rows, pack] + 1
+        pack_count[rows, pack] = count
+        full = count == items_per_pack
+        if full.any():
+            pack_weight[rows[full], pack[full]] = np.inf
+    pack_of_position = torch.from_numpy(pack_of_position)
     # Every pack holds exactly items_per_pack items, so ordering positions by (pack, arrival) lists them slot by slot.
     position_at_slot = torch.sort(pack_of_position, dim=-1, stable=True).indices
     return order.gather(-1, position_at_slot)
@@ -64,34 +78,57 @@ def pack_of_items(item_at_slot: torch.Tensor, num_packs: int) -> torch.Tensor:
     return invert_permutation(item_at_slot) // items_per_pack
 
 
+RANK_BITS = 12  # replica numbers below 2**12 ride in the lowest bits of a replication key
+
+
 def replicate_greedy(
     expert_loads: torch.Tensor, num_slots: int, max_count: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Add replicas one at a time to the expert with the largest load per replica, for every row.
 
-    expert_loads: (rows, experts) float32. Returns slot_expert (rows, slots), slot_rank (rows, slots) and count
+    expert_loads: (rows, experts) float32 >= 0. Returns slot_expert (rows, slots), slot_rank (rows, slots) and count
     (rows, experts), all int64; slots 0..experts-1 hold each expert once in id order. With max_count, an expert that
     already has max_count replicas gets no more (used to keep replicas on distinct GPUs).
+
+    NOTE: the greedy loop is a merge of sorted lists: expert e's r-th added replica is picked at load per replica
+    w_e / r (float32, non-increasing in r), so the picks are the M = ``num_slots - experts`` largest candidates
+    (w_e / r, lowest e first, lowest r first), in that order. Only the M experts with the largest loads, and r up to
+    ceil(w_max / w_M) + 1 (w_M: the M-th largest load), can be among them: M first replicas beat anything smaller.
     """
     num_rows, num_experts = expert_loads.shape
-    # Slot-major buffers, so each added slot writes a contiguous row in place.
-    slot_expert = torch.empty((num_slots, num_rows), dtype=torch.int64)
-    slot_rank = torch.zeros((num_slots, num_rows), dtype=torch.int64)
-    slot_expert[:num_experts] = torch.arange(num_experts, dtype=torch.int64).unsqueeze(1)
+    if num_experts > MAX_INDEX:
+        raise ValueError(f"{num_experts} experts exceed {MAX_INDEX}: replicate fewer experts per call")
+    num_added = num_slots - num_experts
+    slot_expert = torch.empty((num_rows, num_slots), dtype=torch.int64)
+    slot_rank = torch.zeros((num_rows, num_slots), dtype=torch.int64)
+    slot_expert[:, :num_experts] = torch.arange(num_experts, dtype=torch.int64)
     count = torch.ones((num_rows, num_experts), dtype=torch.int64)
-    ones = torch.ones((num_rows, 1), dtype=torch.int64)
-    per_replica = torch.empty((num_rows, num_experts), dtype=torch.float32)
-    best = torch.empty(num_rows, dtype=torch.float32)
-    for slot in range(num_experts, num_slots):
-        torch.div(expert_loads, count, out=per_replica)  # (rows, experts)
-        if max_count is not None:
-            per_replica.masked_fill_(count >= max_count, -float("inf"))
-        expert = slot_expert[slot]
-        torch.max(per_replica, dim=-1, out=(best, expert))  # first maximum on ties
-        column = expert.unsqueeze(1)
-        torch.gather(count, 1, column, out=slot_rank[slot].unsqueeze(1))
-        count.scatter_add_(1, column, ones)
-    slot_expert, slot_rank = slot_expert.t().contiguous(), slot_rank.t().contiguous()
+    if num_added == 0:
+        return slot_expert, slot_rank, count
+    # Only the M experts with the largest loads can receive a replica: their M first replicas beat every other.
+    width = min(num_added, num_experts)
+    expert_key = _ordered_key(expert_loads, MAX_INDEX - torch.arange(num_experts))  # (rows, experts)
+    candidates = expert_key.topk(width, dim=1).indices  # (rows, width) expert ids, largest load first
+    loads = expert_loads.gather(1, candidates)  # (rows, width)
+    depth = num_added  # replicas one expert may receive, at most
+    if bool((loads[:, -1] > 0).all()):
+        depth = min(depth, int((loads[:, 0] / loads[:, -1]).max().ceil()) + 1)
+    if max_count is not None:
+        depth = min(depth, max_count - 1)
+    if depth * width < num_added:
+        raise RuntimeError(f"every expert already has max_count={max_count} replicas: lower num_slots")
+    if depth >= 2**RANK_BITS:
+        raise ValueError(f"{num_added} added replicas per row exceed {2**RANK_BITS - 1}: replicate in smaller steps")
+    rank = torch.arange(1, depth + 1, dtype=torch.int64)  # (depth,) replica number of each candidate
+    per_replica = (loads.unsqueeze(2) / rank) + 0.0  # (rows, width, depth) float32 as the reference divides
+    key = per_replica.view(torch.int32).to(torch.int64) << (INDEX_BITS + RANK_BITS)
+    key |= (MAX_INDEX - candidates).unsqueeze(2) << RANK_BITS
+    key |= 2**RANK_BITS - 1 - rank  # larger load per replica first, then lower expert id, then lower rank
+    picked = key.view(num_rows, -1).topk(num_added, dim=1).indices  # (rows, added), in pick order
+    picked_expert = candidates.gather(1, picked // depth)
+    slot_expert[:, num_experts:] = picked_expert
+    slot_rank[:, num_experts:] = picked % depth + 1
+    count.scatter_add_(1, picked_expert, torch.ones_like(picked))
     return slot_expert, slot_rank, count
 
 
