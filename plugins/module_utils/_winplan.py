@@ -8,6 +8,7 @@ lists every refusing finding. ``_winteam`` (NIC teams) and ``_winsmb`` (SMB Mult
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 REFUSE = "refuse"
@@ -15,8 +16,8 @@ WARN = "warn"
 INFO = "info"
 
 
-def as_list(value):
-    """ConvertTo-Json writes a one-element array as the element itself and an empty one as null."""
+def as_list(value: object) -> list:
+    """A list field as a list: a type-extension property may hold one item as a scalar, and none as null."""
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -24,7 +25,7 @@ def as_list(value):
     return [value]
 
 
-def quoted_names(items):
+def quoted_names(items: list | tuple) -> str:
     """['a', 'b'] -> "'a', 'b'"; nothing -> 'none' (for messages)."""
     return ", ".join(f"'{item}'" for item in items) if items else "none"
 
@@ -35,11 +36,11 @@ class Finding:
     code: str  # stable identifier, e.g. "mixed_link_speeds"
     message: str
 
-    def as_dict(self):
+    def as_dict(self) -> dict:
         return {"severity": self.severity, "code": self.code, "message": self.message}
 
 
-def refusals(findings):
+def refusals(findings: list[Finding]) -> list[Finding]:
     return [finding for finding in findings if finding.severity == REFUSE]
 
 
@@ -49,13 +50,13 @@ class Plan:
     changes: list
 
     @property
-    def refused(self):
+    def refused(self) -> bool:
         return bool(refusals(self.findings))
 
-    def refusal_message(self):
+    def refusal_message(self) -> str:
         return "; ".join(finding.message for finding in refusals(self.findings))
 
 
-def gated_plan(findings, plan_changes):
+def gated_plan(findings: list[Finding], plan_changes: Callable[[], list[dict]]) -> Plan:
     """Plan of the preflight findings and, when nothing is refused, plan_changes() (empty when refused)."""
     return Plan(findings=findings, changes=[] if refusals(findings) else plan_changes())

@@ -13,6 +13,9 @@ to the recorded one, followed by the recorded IPv4 configuration of every interf
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
 from ansible_collections.hpc.balance.plugins.module_utils._wincommand import commands_for, ps_literal, render_command
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import HostState, IpConfig
@@ -45,7 +48,12 @@ def _ip_step(config: IpConfig) -> list[dict]:
     return [step]
 
 
-def rollback_steps(recorded_desired, recorded: HostState, predicted: HostState, plan_changes) -> list[dict]:
+def rollback_steps(
+    recorded_desired: Any,
+    recorded: HostState,
+    predicted: HostState,
+    plan_changes: Callable[[Any, HostState], list[dict]],
+) -> list[dict]:
     """Changes that take the host from `predicted` (after the change) back to `recorded` (before it)."""
     team_steps = plan_changes(recorded_desired, predicted)
     restored = model.apply(predicted, team_steps)

@@ -38,7 +38,11 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_safety import
     recorded_desired,
     rollback_task_name,
 )
-from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import HostState, host_vnic_adapter_name
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
+    HostState,
+    TeamMember,
+    host_vnic_adapter_name,
+)
 
 
 # ---------------------------------------------------------------------------------------------------- changes
@@ -310,7 +314,7 @@ class Verdict:
         return {"ok": self.ok, "message": self.message, "status": self.status, "members": self.members}
 
 
-def _member_report(record) -> dict:
+def _member_report(record: TeamMember) -> dict:
     return {
         "name": record.name,
         "administrative_mode": record.administrative_mode,

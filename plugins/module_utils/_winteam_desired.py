@@ -183,7 +183,15 @@ def _check_members(members: tuple, state: str, standby: str | None) -> None:
         raise ValueError(f"standby_member {standby!r} needs at least one other, active member")
 
 
-def _check_set(teaming_mode, algorithm, standby, vlan_id, vlan_team_nics, lacp_timer, args) -> None:
+def _check_set(
+    teaming_mode: str,
+    algorithm: str,
+    standby: str | None,
+    vlan_id: int | None,
+    vlan_team_nics: tuple | None,
+    lacp_timer: str | None,
+    args: dict,
+) -> None:
     if teaming_mode not in SET_TEAMING_MODES:
         raise ValueError(
             f"teaming_mode {teaming_mode!r} is not available with Switch Embedded Teaming: "

@@ -17,7 +17,9 @@ nic-teaming/nic-teaming-settings). What is inferred rather than documented is ma
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
     Adapter,
@@ -50,19 +52,19 @@ def vlan_nic_default_name(team: str, vlan_id: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
-def _dhcp(state: HostState, interfaces) -> dict:
+def _dhcp(state: HostState, interfaces: Iterable[str]) -> dict:
     configs = dict(state.ip_configs)
     for name in interfaces:
         configs[name] = IpConfig(interface=name, dhcp=True)
     return configs
 
 
-def _unbind(configs: dict, interfaces) -> dict:
+def _unbind(configs: dict, interfaces: Iterable[str]) -> dict:
     """TCP/IP leaves a NIC that joins a team or a switch: its addresses go with the binding."""
     return {name: config for name, config in configs.items() if name not in set(interfaces)}
 
 
-def _rename_key(mapping: dict, old: str, new: str, rebuild) -> dict:
+def _rename_key(mapping: dict, old: str, new: str, rebuild: Callable[[Any], Any]) -> dict:
     return {(new if key == old else key): (rebuild(value) if key == old else value) for key, value in mapping.items()}
 
 
