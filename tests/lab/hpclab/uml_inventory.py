@@ -74,7 +74,7 @@ def render(prefix: str, state_dir: Path) -> str:
     """The inventory text: the architecture's groups under all.children; guests and the kept netns hosts."""
     facts = {**lab_vars(prefix, state_dir), "lab_kind": "uml", "lab_interface": GUEST_INTERFACE}
     lines = [
-        f"# Inventory of the real-kernel guests of the hpc.balance lab {prefix!r}, written by tests/lab/lab.py up --flavour uml.",
+        f"# Inventory of the hpc.balance lab {prefix!r} and its guests, written by lab.py up --flavour uml.",
         "all:",
         "  vars:",
     ]

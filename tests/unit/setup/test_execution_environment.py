@@ -33,9 +33,9 @@ def test_no_collection_version_is_spelled_in_the_definition():
 def test_the_collection_is_installed_in_the_stage_that_holds_the_build_files():
     steps = _load("execution-environment.yml")["additional_build_steps"]
     assert list(steps) == ["append_galaxy"]
-    assert steps["append_galaxy"] == [
-        "RUN ansible-galaxy collection install /build/collections/hpc-balance-*.tar.gz -p /usr/share/ansible/collections"
-    ]
+    install = "ansible-galaxy collection install /build/collections/hpc-balance-*.tar.gz"
+    install += " -p /usr/share/ansible/collections"
+    assert steps["append_galaxy"] == [f"RUN {install}"]
 
 
 def test_dist_stays_out_of_git_and_of_the_collection_tarball():
