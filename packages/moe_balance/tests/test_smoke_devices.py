@@ -75,3 +75,9 @@ def test_the_report_file_is_the_result_without_records(tmp_path, capsys):
     written = json.loads(out.read_text())
     assert "records" not in written and written["checks"] == printed["checks"]
     assert written["devices"][0]["device"] == "cpu" and written["devices"][0]["failed_checks"] == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a host where torch sees no GPU")
+def test_no_gpu_seen_names_the_fabric_manager():
+    check = smoke.check_gpu_required([], 8)
+    assert check["detail"]["problems"][-1].endswith("on HGX/NVSwitch boards nvidia-fabricmanager must be running")

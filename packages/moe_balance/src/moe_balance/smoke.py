@@ -280,6 +280,7 @@ def check_gpu_required(devices: list[torch.device], expect_gpus: int | None) -> 
         problems.append(
             f"torch sees {seen} GPU(s) and the driver lists {expect_gpus}: check CUDA_VISIBLE_DEVICES, MIG, and that "
             "torch's CUDA build runs on this driver"
+            + ("; on HGX/NVSwitch boards nvidia-fabricmanager must be running" if seen == 0 else "")
         )
     detail = {"devices": [str(d) for d in devices], "torch_device_count": seen, "driver_gpu_count": expect_gpus}
     return {"ok": not problems, "detail": {**detail, "problems": problems}}
