@@ -27,13 +27,33 @@ $spec = @{
                             type = 'str'
                             required = $true
                             choices = @(
-                                    'Add-NetLbfoTeamMember', 'Add-NetLbfoTeamNic', 'Add-VMNetworkAdapter', 'Disable-NetAdapterRdma',
-                                    'Enable-NetAdapterRdma', 'New-NetIPAddress', 'New-NetLbfoTeam', 'New-VMSwitch',
-                                    'Register-HpcRollback', 'Remove-NetIPAddress', 'Remove-NetLbfoTeam', 'Remove-NetLbfoTeamMember',
-                                    'Remove-NetLbfoTeamNic', 'Remove-NetRoute', 'Remove-VMSwitch', 'Rename-NetAdapter',
-                                    'Rename-NetLbfoTeam', 'Set-DnsClientServerAddress', 'Set-NetIPInterface', 'Set-NetLbfoTeam',
-                                    'Set-NetLbfoTeamMember', 'Set-NetLbfoTeamNic', 'Set-VMNetworkAdapterVlan', 'Set-VMSwitch',
-                                    'Set-VMSwitchTeam', 'Unregister-HpcRollback', 'Wait-HpcNetAdapter'
+                                'Add-NetLbfoTeamMember',
+                                'Add-NetLbfoTeamNic',
+                                'Add-VMNetworkAdapter',
+                                'Disable-NetAdapterRdma',
+                                'Enable-NetAdapterRdma',
+                                'New-NetIPAddress',
+                                'New-NetLbfoTeam',
+                                'New-VMSwitch',
+                                'Register-HpcRollback',
+                                'Remove-NetIPAddress',
+                                'Remove-NetLbfoTeam',
+                                'Remove-NetLbfoTeamMember',
+                                'Remove-NetLbfoTeamNic',
+                                'Remove-NetRoute',
+                                'Remove-VMSwitch',
+                                'Rename-NetAdapter',
+                                'Rename-NetLbfoTeam',
+                                'Set-DnsClientServerAddress',
+                                'Set-NetIPInterface',
+                                'Set-NetLbfoTeam',
+                                'Set-NetLbfoTeamMember',
+                                'Set-NetLbfoTeamNic',
+                                'Set-VMNetworkAdapterVlan',
+                                'Set-VMSwitch',
+                                'Set-VMSwitchTeam',
+                                'Unregister-HpcRollback',
+                                'Wait-HpcNetAdapter'
                             )
                         }
                         parameters = @{ type = 'dict'; default = @{} }

@@ -27,8 +27,11 @@ $spec = @{
                             type = 'str'
                             required = $true
                             choices = @(
-                                    'New-SmbMultichannelConstraint', 'Remove-SmbMultichannelConstraint', 'Set-SmbClientConfiguration', 'Set-SmbServerConfiguration',
-                                    'Update-SmbMultichannelConnection'
+                                'New-SmbMultichannelConstraint',
+                                'Remove-SmbMultichannelConstraint',
+                                'Set-SmbClientConfiguration',
+                                'Set-SmbServerConfiguration',
+                                'Update-SmbMultichannelConnection'
                             )
                         }
                         parameters = @{ type = 'dict'; default = @{} }
