@@ -121,17 +121,17 @@ def test_unknown_optional_key_is_refused():
 
 
 def test_time_may_be_an_int():
-    validate_record(
-        {
-            "schema": SCHEMA,
-            "step": 0,
-            "layer": 0,
-            "tokens_per_expert": [1],
-            "top_k": 1,
-            "num_tokens": 1,
-            "time_unix_s": 1700000000,
-        }
-    )
+    record = {
+        "schema": SCHEMA,
+        "step": 0,
+        "layer": 0,
+        "tokens_per_expert": [1],
+        "top_k": 1,
+        "num_tokens": 1,
+        "time_unix_s": 1700000000,
+    }
+    assert validate_record(record) is record
+    assert record["time_unix_s"] == 1700000000
 
 
 def test_jsonl_round_trip_skips_and_counts_bad_lines(tmp_path):

@@ -67,3 +67,10 @@ def test_bubble_rate_is_stages_minus_one_over_micro_batches():
 def test_bad_input_raises_value_error_naming_the_argument(call, argument):
     with pytest.raises(ValueError, match=argument):
         call()
+
+
+def test_pipeline_is_exported_from_the_package():
+    import moe_balance as mb
+
+    assert mb.pipeline.bubble_rate(4, 12) == pytest.approx(3 / 12)
+    assert mb.pipeline.partition is partition

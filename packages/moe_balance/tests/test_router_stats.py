@@ -104,3 +104,14 @@ def test_auto_backend_uses_torch_for_cpu_tensors():
 def test_unknown_backend_is_refused():
     with pytest.raises(ValueError, match="backend='cuda' is not supported"):
         router_stats(torch.randn(4, 4), 2, backend="cuda")
+
+
+def test_module_and_function_names_do_not_clash():
+    """``moe_balance.router_stats`` the function; the module of that name and the kernels' files stay reachable."""
+    import importlib
+
+    import moe_balance
+
+    module = importlib.import_module("moe_balance.router_stats")
+    assert module.router_stats is moe_balance.router_stats is router_stats
+    assert callable(importlib.import_module("moe_balance.kernels.router_stats_torch").router_stats_torch)

@@ -1,9 +1,11 @@
 """Mixture-of-Experts load balancing: routing, balancing losses, aux-loss-free bias, capacity and metrics.
 
-Subpackages such as ``moe_balance.placement`` are imported on demand, never from here; Triton is imported only when
-its kernel runs.
+``moe_balance.pipeline`` (pipeline-parallel stage partition, bubble rate) is a pure-Python module exported here as
+``moe_balance.pipeline``. ``moe_balance.placement`` is imported on demand, never from here; Triton is imported only
+when its kernel runs.
 """
 
+from moe_balance import pipeline
 from moe_balance.bias import BiasBalancer
 from moe_balance.capacity import CapacityResult, apply_capacity, expert_capacity
 from moe_balance.losses import (
@@ -46,6 +48,7 @@ __all__ = [
     "grade_cv",
     "load_balancing_loss",
     "make_record",
+    "pipeline",
     "route",
     "router_stats",
     "sequence_load_balancing_loss",
