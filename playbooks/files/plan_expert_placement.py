@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: hpc.balance contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Plan an expert placement from tokens_per_expert records and write the file a training job loads.

@@ -23,6 +23,7 @@ spread_reference.py).
 from __future__ import annotations
 
 import math
+from typing import Any, Iterable
 
 # Upper bounds (exclusive) of the CV grades; anything at or above the last bound is "severe".
 CV_GRADE_BOUNDS = ((0.1, "excellent"), (0.3, "good"), (0.5, "fair"))
@@ -32,7 +33,7 @@ CV_GRADES = tuple(bound_name[1] for bound_name in CV_GRADE_BOUNDS) + (CV_GRADE_S
 DEFAULT_HOT_FACTOR = 2.0
 
 
-def _check_number(value, what, index):
+def _check_number(value: Any, what: str, index: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         kind = type(value).__name__
         raise ValueError(f"{what} at index {index} is {value!r} ({kind}): balance statistics need numbers")
@@ -42,7 +43,8 @@ def _check_number(value, what, index):
         raise ValueError(f"{what} at index {index} is {value!r}: balance statistics need non-negative numbers")
 
 
-def check_values(values, weights=None):
+def check_values(values: Iterable[float], weights: Iterable[float] | None = None
+                 ) -> tuple[list[float], list[float] | None]:
     """Raise ValueError naming the first bad value or weight; return the values and weights as lists."""
     values = list(values)
     for index, value in enumerate(values):
@@ -60,7 +62,7 @@ def check_values(values, weights=None):
     return values, weights
 
 
-def cv_grade(cv):
+def cv_grade(cv: float | None) -> str | None:
     """Grade a coefficient of variation: <0.1 excellent, 0.1-0.3 good, 0.3-0.5 fair, >=0.5 severe; None stays None."""
     if cv is None:
         return None
@@ -70,7 +72,7 @@ def cv_grade(cv):
     return CV_GRADE_SEVERE
 
 
-def expected_shares(weights):
+def expected_shares(weights: Iterable[float]) -> list[float | None]:
     """Each member's expected fraction of the total: weight / sum(weights). None for all when no weight is positive."""
     weights = list(weights)
     total = math.fsum(weights)
@@ -79,7 +81,7 @@ def expected_shares(weights):
     return [weight / total for weight in weights]
 
 
-def deviations(values, weights=None):
+def deviations(values: Iterable[float], weights: Iterable[float] | None = None) -> list[float | None]:
     """(actual share - expected share) / expected share per member; None where the weight is 0 or nothing flowed.
 
     Shares are taken of the load on members with weight > 0, so leftovers on a quiesced member shift no one.
@@ -99,7 +101,7 @@ def deviations(values, weights=None):
     return result
 
 
-def _empty_summary(member_count, deviation_list):
+def _empty_summary(member_count: int, deviation_list: list[float | None]) -> dict[str, Any]:
     return {
         "members": member_count,
         "count": 0,
@@ -122,7 +124,7 @@ def _empty_summary(member_count, deviation_list):
     }
 
 
-def _load_per_weight(values, weights):
+def _load_per_weight(values: list[float], weights: list[float] | None) -> tuple[list[int], list[float]]:
     """(counted member indexes, load per unit weight scaled by the mean weight) for members with weight > 0."""
     if weights is None:
         return list(range(len(values))), values
@@ -136,7 +138,8 @@ def _load_per_weight(values, weights):
     return counted, [values[index] / weights[index] * mean_weight for index in counted]
 
 
-def summarize(values, weights=None, hot_factor=DEFAULT_HOT_FACTOR):
+def summarize(values: Iterable[float], weights: Iterable[float] | None = None,
+              hot_factor: float = DEFAULT_HOT_FACTOR) -> dict[str, Any]:
     """Every balance statistic for one group of members, in one pass over the (normalised) loads.
 
     Returns a JSON-friendly dict; member indexes in ``hot_members``/``idle_members`` refer to the input order.
@@ -205,5 +208,3 @@ def summarize(values, weights=None, hot_factor=DEFAULT_HOT_FACTOR):
         "deviations": deviation_list,
         "max_abs_deviation": max(known) if known else None,
     }
-
-

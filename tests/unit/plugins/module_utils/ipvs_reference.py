@@ -84,7 +84,6 @@ def reference_parse_proc_ip_vs(text, kernel_hz=250):
     return {"version": version, "conn_table_size": table_size, "services": services}
 
 
-
 _REF_ADDR = r"(?:(?P<a4>\d+\.\d+\.\d+\.\d+)|\[(?P<a6>[0-9a-fA-F:.]+)\]):(?P<port>\d+)"
 _REF_HEAD = r"^(?:(?P<proto>TCP|UDP|SCTP)  " + _REF_ADDR + r"|FWM  (?P<mark>\d+)(?P<v6> IPv6)?)"
 _REF_COUNTERS = r" +(?P<conns>\d+) +(?P<inpkts>\d+) +(?P<outpkts>\d+) +(?P<inbytes>\d+) +(?P<outbytes>\d+) *$"
