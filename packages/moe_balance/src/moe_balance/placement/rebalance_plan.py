@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ._packing import build_log2phy, greedy_pack, occurrence_ranks, pack_of_items, replicate_greedy
@@ -73,6 +74,9 @@ def max_over_mean(gpu_load: torch.Tensor) -> torch.Tensor:
     mean = gpu_load.mean(dim=1)
     ratio = gpu_load.max(dim=1).values / mean.clamp_min(1e-300)
     return torch.where(mean > 0, ratio, torch.ones_like(ratio))
+
+
+SWAP_PARTNERS = 16  # GPUs (the lightest) a peak GPU may swap with in one round
 
 
 class _GpuState:
@@ -147,52 +151,65 @@ def _swap_down_peaks(
     target: (layers, 1); gpu_node: (gpus,); home_node: (layers, experts) or None.
     """
     num_layers, num_gpus, max_slots = state.content.shape
-    rows = torch.arange(num_layers)
-    slot_gpu = torch.arange(num_gpus).repeat_interleave(max_slots)  # (gpus * slots,)
-    active = torch.ones(num_layers, dtype=torch.bool)
+    partners = min(num_gpus - 1, SWAP_PARTNERS)
+    active = torch.arange(num_layers)  # layers still above target with an improving swap
     for _ in range(max_rounds):
-        peak_gpu = state.load.argmax(dim=1)  # (layers,)
-        peak = state.load[rows, peak_gpu]
-        active &= peak > target.squeeze(1)
-        if not bool(active.any()):
+        load = state.load[active]  # (A, gpus)
+        peak, peak_gpu = load.max(dim=1)  # (A,)
+        still = peak > target[active, 0]
+        active, load, peak, peak_gpu = active[still], load[still], peak[still], peak_gpu[still]
+        if active.numel() == 0:
             return
-        mine = state.content[rows, peak_gpu].clamp_min(0)  # (layers, slots) experts on the heaviest GPU
-        every = state.content.view(num_layers, -1).clamp_min(0)  # (layers, gpus * slots) experts everywhere
-        mine_load = replica_load_of_expert.gather(1, mine)
-        every_load = replica_load_of_expert.gather(1, every)
+        rows = active
+        # NOTE: only the lightest GPUs are swap partners: they can take the most load off the peak, and the
+        # (layers, slots, partners * slots) search stays small. The peak GPU itself is never its own partner.
+        partner_gpu = load.topk(partners + 1, dim=1, largest=False).indices  # (A, partners + 1)
+        partner_gpu = partner_gpu[:, :partners] if partners < num_gpus - 1 else partner_gpu
+        other_gpu_of = partner_gpu.repeat_interleave(max_slots, dim=1)  # (A, partner slots)
+        other_content = state.content[rows.unsqueeze(1), partner_gpu].flatten(1)  # (A, partner slots)
+        my_content = state.content[rows, peak_gpu]  # (A, slots)
+        mine = my_content.clamp_min(0)
+        every = other_content.clamp_min(0)
+        weights = replica_load_of_expert[rows]  # (A, experts)
+        mine_load = weights.gather(1, mine)
+        every_load = weights.gather(1, every)
         new_peak_side = peak.view(-1, 1, 1) - mine_load.unsqueeze(2) + every_load.unsqueeze(1)
-        new_other_side = state.load[:, slot_gpu].unsqueeze(1) - every_load.unsqueeze(1) + mine_load.unsqueeze(2)
-        new_peak = torch.maximum(new_peak_side, new_other_side)  # (layers, my slot, any slot)
-        allowed = (state.content[rows, peak_gpu] >= 0).unsqueeze(2) & (state.content.view(num_layers, 1, -1) >= 0)
-        allowed &= (slot_gpu.unsqueeze(0) != peak_gpu.unsqueeze(1)).unsqueeze(1)
-        allowed &= ~state.hosts[rows.unsqueeze(1), peak_gpu.unsqueeze(1), every].unsqueeze(1)
-        allowed &= ~state.hosts[rows.view(-1, 1, 1), slot_gpu.view(1, 1, -1), mine.unsqueeze(2)]
+        other_load = load.gather(1, other_gpu_of)
+        new_other_side = (other_load - every_load).unsqueeze(1) + mine_load.unsqueeze(2)
+        new_peak = torch.maximum(new_peak_side, new_other_side)  # (A, my slot, partner slot)
+        allowed = (my_content >= 0).unsqueeze(2) & (other_content >= 0).unsqueeze(1)
+        allowed &= (other_gpu_of != peak_gpu.unsqueeze(1)).unsqueeze(1)
+        # Never two copies of an expert on a GPU: the peak must lack the partner's expert, the partner must lack mine.
+        allowed &= ~state.hosts[rows, peak_gpu].gather(1, every).unsqueeze(1)
+        allowed &= ~state.hosts[rows.view(-1, 1, 1), other_gpu_of.unsqueeze(1), mine.unsqueeze(2)]
         allowed &= new_peak < peak.view(-1, 1, 1) * (1 - 1e-9)
         key = torch.where(allowed, new_peak, torch.inf)
         if home_node is not None:
             # Load served away from home before and after the swap (mine -> other GPU's node, other -> peak's node).
+            homes = home_node[rows]
             peak_node = gpu_node[peak_gpu].view(-1, 1, 1)
-            other_node = gpu_node[slot_gpu].view(1, 1, -1)
-            mine_home = home_node.gather(1, mine).unsqueeze(2)
-            every_home = home_node.gather(1, every).unsqueeze(1)
+            other_node = gpu_node[other_gpu_of].unsqueeze(1)
+            mine_home = homes.gather(1, mine).unsqueeze(2)
+            every_home = homes.gather(1, every).unsqueeze(1)
             away_change = (
                 (other_node != mine_home).double() * mine_load.unsqueeze(2)
                 + (peak_node != every_home).double() * every_load.unsqueeze(1)
                 - (peak_node != mine_home).double() * mine_load.unsqueeze(2)
                 - (other_node != every_home).double() * every_load.unsqueeze(1)
             )
-            under_target = allowed & (new_peak <= target.view(-1, 1, 1))
+            under_target = allowed & (new_peak <= target[rows].view(-1, 1, 1))
             # Swaps reaching the target rank first, by away-from-home change; the rest by new peak, after them.
             key = torch.where(under_target, away_change - 2 * peak.view(-1, 1, 1).abs() - 1, key)
-        best = key.view(num_layers, -1).min(dim=1)
-        active &= torch.isfinite(best.values)
-        layer = active.nonzero().flatten()
-        if layer.numel() == 0:
+        best = key.flatten(1).min(dim=1)
+        found = torch.isfinite(best.values)
+        if not bool(found.any()):
             return
-        my_slot = best.indices[layer] // every.shape[1]
-        other = best.indices[layer] % every.shape[1]
-        other_gpu, other_slot = other // max_slots, other % max_slots
-        from_gpu = peak_gpu[layer]
+        layer = rows[found]
+        my_slot = best.indices[found] // other_content.shape[1]
+        other = best.indices[found] % other_content.shape[1]
+        other_gpu = other_gpu_of[found].gather(1, other.unsqueeze(1)).squeeze(1)
+        other_slot = other % max_slots
+        from_gpu = peak_gpu[found]
         a = state.content[layer, from_gpu, my_slot]
         b = state.content[layer, other_gpu, other_slot]
         state.content[layer, from_gpu, my_slot] = b
@@ -204,6 +221,7 @@ def _swap_down_peaks(
         shift = replica_load_of_expert[layer, a] - replica_load_of_expert[layer, b]
         state.load[layer, from_gpu] -= shift
         state.load[layer, other_gpu] += shift
+        active = layer
 
 
 def _home_nodes(weight32: torch.Tensor, num_groups: int, num_nodes: int) -> torch.Tensor | None:
@@ -241,35 +259,48 @@ def _place_replicas(
 
     state = _GpuState(num_layers, capacity, num_experts)
     target = ((1.0 + locality_slack) * weight.sum(dim=1) / capacity.shape[0]).unsqueeze(1)  # (layers, 1)
-    all_rows = torch.arange(num_layers)
-    inf = torch.tensor(float("inf"), dtype=torch.float64)
+    # NOTE: the step loop runs in numpy on views of the state's tensors (shared memory): on arrays this small a
+    # numpy call costs a fraction of a torch call. Same float64 sums, same first-minimum argmin.
+    free, load_now, hosts, content = state.free.numpy(), state.load.numpy(), state.hosts.numpy(), state.content.numpy()
+    slot_count = capacity.numpy()
+    target_np = target.numpy()
+    node_of_gpu = gpu_node.numpy()
+    home = None if home_node is None else home_node.numpy()
+    before = None if previous_hosts is None else previous_hosts.numpy()
+    experts_by_step = np.ascontiguousarray(replica_expert.numpy().T)  # (replicas, layers)
+    loads_by_step = np.ascontiguousarray(replica_load.numpy().T)
+    all_rows = np.arange(num_layers)
     for step in range(num_replicas):
-        expert = replica_expert[:, step]  # (layers,)
-        load = replica_load[:, step]
+        expert = experts_by_step[step]  # (layers,)
+        load = loads_by_step[step]
         rows = all_rows
-        candidate = (state.free > 0) & ~state.hosts[all_rows, :, expert]  # (layers, gpus)
-        stuck = ~candidate.any(dim=1)
-        if bool(stuck.any()):
-            for layer in stuck.nonzero().flatten().tolist():
+        candidate = (free > 0) & ~hosts[all_rows, :, expert]  # (layers, gpus)
+        stuck = ~candidate.any(axis=1)
+        if stuck.any():
+            for layer in np.flatnonzero(stuck).tolist():
                 state.repair(layer, int(expert[layer]), float(load[layer]), replica_load_of_expert[layer])
-            rows = (~stuck).nonzero().flatten()
+            rows = np.flatnonzero(~stuck)
             expert, load, candidate = expert[rows], load[rows], candidate[rows]
-            if rows.numel() == 0:
+            if rows.size == 0:
                 continue
-        gpu_load = state.load[rows]
-        # Preference: 0 = a GPU that held this expert before, 1 = a GPU of the expert's home node, 2 = any GPU; the
+        gpu_load = load_now[rows]
+        # Preference: a GPU that held this expert before, then a GPU of the expert's home node, then any GPU; the
         # first two only while the replica keeps that GPU under the layer's target load. Then the least-loaded GPU.
-        fits = candidate & (gpu_load + load.unsqueeze(1) <= target[rows])
-        preference = torch.full_like(gpu_load, 2, dtype=torch.int64)
-        if home_node is not None:
-            at_home = gpu_node.unsqueeze(0) == home_node[rows, expert].unsqueeze(1)
-            preference.masked_fill_(fits & at_home, 1)
-        if previous_hosts is not None:
-            preference.masked_fill_(fits & previous_hosts[rows, :, expert], 0)
-        preference.masked_fill_(~candidate, 3)
-        chosen = preference == preference.min(dim=1, keepdim=True).values
-        gpu = torch.where(chosen, gpu_load, inf).argmin(dim=1)
-        state.place(rows, gpu, expert, load)
+        usable = candidate
+        if home is not None or before is not None:
+            fits = candidate & (gpu_load + load[:, None] <= target_np[rows])
+            for preferred in (
+                None if home is None else fits & (node_of_gpu[None, :] == home[rows, expert][:, None]),
+                None if before is None else fits & before[rows, :, expert],
+            ):  # later entries rank higher: each replaces the choice where it offers any GPU
+                if preferred is not None:
+                    usable = np.where(preferred.any(axis=1, keepdims=True), preferred, usable)
+        gpu = np.where(usable, gpu_load, np.inf).argmin(axis=1)
+        position = slot_count[gpu] - free[rows, gpu]
+        content[rows, gpu, position] = expert
+        load_now[rows, gpu] += load
+        free[rows, gpu] -= 1
+        hosts[rows, gpu, expert] = True
     _swap_down_peaks(state, replica_load_of_expert, target, gpu_node, home_node, max_rounds=4 * capacity.shape[0])
     return state
 
