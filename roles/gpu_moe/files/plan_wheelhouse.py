@@ -9,13 +9,20 @@ whole wheelhouse.
 
 Usage: plan_wheelhouse.py --wheelhouse DIR --python-version 3.11 --machine x86_64 --glibc 2.36
                           --require torch==2.13.0 [--require ...] [--wheel moe_balance-0.1.0-py3-none-any.whl]
-Exit 0 with one JSON object on stdout: {"wheels": [{"filename", "path", "name", "version", "size_bytes"}],
-"total_bytes"}; exit 2 with a one-line explanation on stderr.
+                          [--hashes] [--gpu]
+Exit 0 with one JSON object on stdout: {"wheels": [{"filename", "path", "name", "version", "size_bytes"[, "sha256"]}],
+"total_bytes"}; exit 2 with a one-line explanation on stderr. With --hashes every wheel carries its sha256, which the
+role writes into a hash-locked requirements file for `pip install --require-hashes` on the host (a wheel altered
+between plan and install is refused). With --gpu a CPU build of torch (+cpu) in the plan is refused.
+
+The Python version, architecture and glibc are those of the interpreter that will own the venv (gpu_moe_python,
+which creates it; the role rebuilds the venv when that interpreter's version changes), never the controller's.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -55,6 +62,24 @@ def platform_tags(machine: str, glibc: str) -> list[str]:
             tags.append(f"{alias}_{machine}")
     tags.append(f"linux_{machine}")
     return tags
+
+
+def download_platforms(machine: str, glibc: str) -> str:
+    """`--platform` options for pip download: each manylinux tag from the host's glibc (at most 2_28) down to 2_17.
+
+    A single `--platform manylinux_2_28_x86_64` is not enough: pip then takes no wheel tagged for an older glibc only,
+    and nvidia-cudnn-cu13 (2_27) or the NCCL wheels (2_18) are left out, so the resolution fails.
+    """
+    newest = min(int(glibc.split(".")[1]), 28)
+    return " ".join(f"--platform manylinux_2_{m}_{machine}" for m in range(newest, 16, -1))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def wheel_versions(wheelhouse: Path, project: str) -> list[str]:
@@ -113,7 +138,8 @@ def resolve(args: argparse.Namespace) -> dict:
                 f"the wheelhouse {wheelhouse} cannot install {' '.join(args.require)} for Python "
                 f"{'.'.join(version[:2])} on {args.machine} (glibc {args.glibc}): {' | '.join(reasons[-4:])}; add "
                 f"the missing wheels with `pip download --only-binary=:all: --python-version {'.'.join(version[:2])} "
-                f"--platform manylinux_2_28_{args.machine} -d {wheelhouse} ...`"
+                f"{download_platforms(args.machine, args.glibc)} "
+                f"-d {wheelhouse} ...` (every manylinux tag the host accepts: the CUDA wheels are tagged 2_17 to 2_28)"
             )
         installs = json.loads(report.read_text())["install"]
     wheels = []
@@ -122,15 +148,22 @@ def resolve(args: argparse.Namespace) -> dict:
         path = Path(unquote(urlparse(item["download_info"]["url"]).path))
         if own is not None and path.resolve() == own:
             continue
-        wheels.append(
-            {
-                "filename": path.name,
-                "path": str(path),
-                "name": item["metadata"]["name"],
-                "version": item["metadata"]["version"],
-                "size_bytes": path.stat().st_size,
-            }
-        )
+        wheel = {
+            "filename": path.name,
+            "path": str(path),
+            "name": item["metadata"]["name"],
+            "version": item["metadata"]["version"],
+            "size_bytes": path.stat().st_size,
+        }
+        if args.gpu and normalize(wheel["name"]) == "torch" and "+cpu" in wheel["version"]:
+            raise PlanError(
+                f"the wheelhouse {wheelhouse} gives torch {wheel['version']}, a CPU build, and this host has a GPU: "
+                f"put the CUDA build in the wheelhouse (`pip download --only-binary=:all: -d {wheelhouse} "
+                f"torch=={wheel['version'].split('+')[0]}` from PyPI) and remove {path.name}"
+            )
+        if args.hashes:
+            wheel["sha256"] = sha256_of(path)
+        wheels.append(wheel)
     return {"wheels": wheels, "total_bytes": sum(wheel["size_bytes"] for wheel in wheels)}
 
 
@@ -142,6 +175,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--glibc", required=True)
     parser.add_argument("--require", action="append", default=[])
     parser.add_argument("--wheel", type=Path)
+    parser.add_argument("--hashes", action="store_true", help="add each wheel's sha256 (for --require-hashes)")
+    parser.add_argument("--gpu", action="store_true", help="refuse a CPU build of torch")
     args = parser.parse_args(argv)
     try:
         result = resolve(args)

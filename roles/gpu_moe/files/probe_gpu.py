@@ -201,6 +201,11 @@ def assess(facts: dict, cuda_build: str, require_gpu: bool, allow_mig: bool, tor
     return {
         "mode": mode,
         "gpus": gpus,
+        "gpu_lines": [
+            f"GPU {gpu['index']}: {gpu['name']}, driver {gpu['driver']}, {gpu['memory_mib']} MiB, compute capability "
+            f"{gpu['compute_capability']}, MIG {gpu['mig_mode'] or 'n/a'}, compute mode {gpu['compute_mode'] or 'n/a'}"
+            for gpu in gpus
+        ],
         "driver": gpus[0]["driver"] if gpus else facts["kernel_driver"],
         "forward_compat_dir": compat_dir,
         "problems": problems,

@@ -211,3 +211,10 @@ def test_without_require_gpu_every_problem_becomes_a_note_and_cpu_mode(host):
 def test_the_driver_version_is_reported():
     assert assess(facts(H200_R580))["driver"] == "580.65.06"
     assert assess(facts(found=False, kernel="580.65.06"), require_gpu=False)["driver"] == "580.65.06"
+
+
+def test_each_gpu_gets_a_line_for_the_report():
+    assert assess(facts(RTX_EXCLUSIVE))["gpu_lines"] == [
+        "GPU 0: NVIDIA GeForce RTX 4090, driver 580.65.06, 24564 MiB, compute capability 8.9, MIG n/a, "
+        "compute mode Exclusive_Process"
+    ]
