@@ -76,7 +76,8 @@ def max_over_mean(gpu_load: torch.Tensor) -> torch.Tensor:
     return torch.where(mean > 0, ratio, torch.ones_like(ratio))
 
 
-SWAP_PARTNERS = 16  # GPUs (the lightest) a peak GPU may swap with in one round
+SWAP_PARTNERS = 12  # GPUs (among the lightest) a heavy GPU may swap with in one round
+SWAP_PEAKS = 4  # heaviest GPUs of a layer relieved in one round
 
 
 class _GpuState:
@@ -141,44 +142,53 @@ def _swap_down_peaks(
     home_node: torch.Tensor | None,
     max_rounds: int,
 ) -> None:
-    """Lower each layer's heaviest GPU by swapping one of its replicas with one on another GPU.
+    """Lower each layer's heaviest GPUs by swapping one of their replicas with one on a light GPU.
 
     Longest-processing-time placement with fixed slot counts can leave the last, small replicas no choice but a GPU
-    that is already heavy. Each round, every layer whose heaviest GPU is above its target looks at all swaps between
-    that GPU and the others (never two copies of an expert on a GPU) that lower the peak of the two: among those that
-    bring both under the target it takes the one that serves the least load away from home nodes, otherwise the one
-    with the lowest new peak. Layers with no improving swap stop. replica_load_of_expert: (layers, experts);
-    target: (layers, 1); gpu_node: (gpus,); home_node: (layers, experts) or None.
+    that is already heavy. Each round, every layer whose heaviest GPU is above its target takes its ``SWAP_PEAKS``
+    heaviest GPUs above target and gives each its own ``SWAP_PARTNERS`` of the lightest GPUs; for each heavy GPU it
+    looks at all swaps with its partners (never two copies of an expert on a GPU) that lower the larger load of the
+    two: among those that bring both under the target it takes the one that serves the least load away from home
+    nodes, otherwise the one with the lowest new peak. The swaps of a round touch distinct GPUs. Layers with no
+    improving swap stop. replica_load_of_expert: (layers, experts); target: (layers, 1); gpu_node: (gpus,);
+    home_node: (layers, experts) or None.
     """
     num_layers, num_gpus, max_slots = state.content.shape
     partners = min(num_gpus - 1, SWAP_PARTNERS)
+    heavies = max(1, min(SWAP_PEAKS, num_gpus // (partners + 1)))  # GPUs relieved per layer and round
     active = torch.arange(num_layers)  # layers still above target with an improving swap
     for _ in range(max_rounds):
         load = state.load[active]  # (A, gpus)
-        peak, peak_gpu = load.max(dim=1)  # (A,)
-        still = peak > target[active, 0]
-        active, load, peak, peak_gpu = active[still], load[still], peak[still], peak_gpu[still]
+        still = load.max(dim=1).values > target[active, 0]
+        active, load = active[still], load[still]
         if active.numel() == 0:
             return
-        rows = active
-        # NOTE: only the lightest GPUs are swap partners: they can take the most load off the peak, and the
-        # (layers, slots, partners * slots) search stays small. The peak GPU itself is never its own partner.
-        partner_gpu = load.topk(partners + 1, dim=1, largest=False).indices  # (A, partners + 1)
-        partner_gpu = partner_gpu[:, :partners] if partners < num_gpus - 1 else partner_gpu
-        other_gpu_of = partner_gpu.repeat_interleave(max_slots, dim=1)  # (A, partner slots)
-        other_content = state.content[rows.unsqueeze(1), partner_gpu].flatten(1)  # (A, partner slots)
-        my_content = state.content[rows, peak_gpu]  # (A, slots)
+        # NOTE: each round relieves the `heavies` heaviest GPUs of every active layer at once, each with its own
+        # `partners` of the lightest GPUs (dealt round-robin), so no two swaps touch the same GPU; the search stays
+        # (rows, slots, partners * slots) small.
+        heavy_gpu = load.topk(heavies, dim=1).indices  # (A, heavies)
+        others = load.scatter(1, heavy_gpu, float("inf"))  # a heavy GPU is never a partner, even on ties
+        light_gpu = others.topk(heavies * partners, dim=1, largest=False).indices  # (A, heavies * partners)
+        partner_gpu = light_gpu.view(-1, partners, heavies).transpose(1, 2).reshape(-1, partners)  # (A*h, partners)
+        rows = active.repeat_interleave(heavies)  # (A * heavies,) one row per (layer, heavy GPU)
+        peak_gpu = heavy_gpu.flatten()
+        load = load.repeat_interleave(heavies, dim=0)
+        peak = load.gather(1, peak_gpu.unsqueeze(1)).squeeze(1)
+        above = peak > target[rows, 0]
+        rows, peak_gpu, partner_gpu, load, peak = (t[above] for t in (rows, peak_gpu, partner_gpu, load, peak))
+        other_gpu_of = partner_gpu.repeat_interleave(max_slots, dim=1)  # (R, partner slots)
+        other_content = state.content[rows.unsqueeze(1), partner_gpu].flatten(1)  # (R, partner slots)
+        my_content = state.content[rows, peak_gpu]  # (R, slots)
         mine = my_content.clamp_min(0)
         every = other_content.clamp_min(0)
-        weights = replica_load_of_expert[rows]  # (A, experts)
+        weights = replica_load_of_expert[rows]  # (R, experts)
         mine_load = weights.gather(1, mine)
         every_load = weights.gather(1, every)
         new_peak_side = peak.view(-1, 1, 1) - mine_load.unsqueeze(2) + every_load.unsqueeze(1)
         other_load = load.gather(1, other_gpu_of)
         new_other_side = (other_load - every_load).unsqueeze(1) + mine_load.unsqueeze(2)
-        new_peak = torch.maximum(new_peak_side, new_other_side)  # (A, my slot, partner slot)
+        new_peak = torch.maximum(new_peak_side, new_other_side)  # (R, my slot, partner slot)
         allowed = (my_content >= 0).unsqueeze(2) & (other_content >= 0).unsqueeze(1)
-        allowed &= (other_gpu_of != peak_gpu.unsqueeze(1)).unsqueeze(1)
         # Never two copies of an expert on a GPU: the peak must lack the partner's expert, the partner must lack mine.
         allowed &= ~state.hosts[rows, peak_gpu].gather(1, every).unsqueeze(1)
         allowed &= ~state.hosts[rows.view(-1, 1, 1), other_gpu_of.unsqueeze(1), mine.unsqueeze(2)]
@@ -221,7 +231,7 @@ def _swap_down_peaks(
         shift = replica_load_of_expert[layer, a] - replica_load_of_expert[layer, b]
         state.load[layer, from_gpu] -= shift
         state.load[layer, other_gpu] += shift
-        active = layer
+        active = layer.unique()
 
 
 def _home_nodes(weight32: torch.Tensor, num_groups: int, num_nodes: int) -> torch.Tensor | None:
