@@ -159,7 +159,16 @@ test-folders: ## fail at once when a test folder, check or scenario that make te
 	$(call require,$(UNIT_TEST_DIRS) $(MOE_TEST_DIR) $(PS1_PARSE_CHECK))
 	$(call require,$(addprefix extensions/molecule/,$(addsuffix /molecule.yml,$(MOLECULE_SCENARIOS))))
 
-test: test-folders lint sanity units moe-test ee molecule ## everything CI runs
+# One script for a GPU host (at most 5 minutes on one GPU): the kernel tests without the interpreter, the fused
+# router against the eager Megatron formulas, the placement kernels; one JSON. Without a GPU (CI) it is a dry run on
+# the CPU under TRITON_INTERPRET=1 (at most 2 minutes); GPU_CHECK_ARGS=--dry-run forces that on a GPU host too.
+GPU_CHECK_ARGS ?=
+GPU_CHECK_OUT ?= $(WORK)/gpu-check.json
+gpu-check: venv ## the first-GPU check of moe_balance; a CPU dry run where there is no GPU; writes GPU_CHECK_OUT
+	@cd $(ROOT)/packages/moe_balance && $(TOOL_ENV) $(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS) --out $(GPU_CHECK_OUT)
+	@echo "gpu-check: results in $(GPU_CHECK_OUT)"
+
+test: test-folders lint sanity units moe-test gpu-check ee molecule ## everything CI runs
 	@echo "make test: all checks passed"
 
 bench: venv ## placement, router and ipvs_spread benchmarks (ratios against the named references)
