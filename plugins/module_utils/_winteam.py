@@ -170,7 +170,7 @@ def _ip_changes(desired: TeamDesired, before: HostState, state: HostState) -> li
         moved = member_static_ip(desired, before) if desired.name not in before.teams else None
         if moved is None:
             return []  # the team exists: the address moved when it was made, and stays where it is
-        address, prefix, gateway, dns = moved
+        (address, prefix), gateway, dns = moved.static_addresses[0], moved.gateway, moved.dns_servers
     else:
         address, prefix, gateway, dns = wanted.address, wanted.prefix_length, wanted.gateway, wanted.dns_servers
     if (

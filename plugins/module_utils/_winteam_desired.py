@@ -22,6 +22,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import 
     SET_TEAMING_MODES,
     TEAMING_MODES,
     HostState,
+    IpConfig,
     choice,
     int_or_none,
 )
@@ -254,12 +255,11 @@ def rename_change(desired: TeamDesired, state: HostState) -> dict | None:
     return {"action": "rename_team", "team": desired.rename_from, "new_name": desired.name}
 
 
-def member_static_ip(desired: TeamDesired, state: HostState) -> tuple | None:
-    """(address, prefix, gateway, dns) of the one member carrying a static IPv4 address, or None."""
+def member_static_ip(desired: TeamDesired, state: HostState) -> IpConfig | None:
+    """The IPv4 configuration of the one member carrying exactly one static address, or None."""
     found = []
     for member in desired.members:
         config = state.ip_configs.get(member)
         if config is not None and len(config.static_addresses) == 1 and not config.dhcp:
-            address, prefix = config.static_addresses[0]
-            found.append((address, prefix, config.gateway, config.dns_servers))
+            found.append(config)
     return found[0] if len(found) == 1 else None
