@@ -160,7 +160,10 @@ def set_args(draw):
     )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the same 300 examples on every run, so a failure in CI reproduces here; no example database.
+@settings(
+    max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(fixture=st.sampled_from(FIXTURE_NAMES), args=st.one_of(lbfo_args(), set_args()))
 def test_any_plan_converges_in_one_run(fixture, args):
     try:
