@@ -154,11 +154,19 @@ class ActionModule(WinPlanAction):
         except AnsibleConnectionFailure as error:
             applied = {"unreachable": True, "msg": str(error)}
         if applied.get("failed"):
+            ran = [step.get("command") for step in applied.get("applied", [])]
+            armed = "Register-HpcRollback" in ran
             result.update(
                 failed=True,
                 applied=applied.get("applied", []),
-                msg=f"{APPLY_MODULE} failed: {applied.get('msg', 'no message')}; the rollback task "
-                f"'{arm['task_name']}' restores the recorded state within {arm['timeout_s']} s unless disarmed",
+                rollback={"armed": armed, "disarmed": False, "task_name": arm["task_name"]},
+                msg=f"{APPLY_MODULE} failed: {applied.get('msg', 'no message')}; "
+                + (
+                    f"the rollback task '{arm['task_name']}' is armed and restores the recorded state within "
+                    f"{arm['timeout_s']} s (left armed on purpose: the change stopped half-way)"
+                    if armed
+                    else "the rollback was not armed, and nothing after it ran"
+                ),
             )
             return
         result["applied"] = applied.get("applied", [])

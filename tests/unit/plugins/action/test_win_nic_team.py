@@ -241,3 +241,22 @@ def test_check_mode_lists_the_rollback_without_arming_it_for_real(gathered, make
     assert host.modules_called() == [GATHER, APPLY]
     assert [c["action"] for c in host.calls[1][1]["changes"]][0] == "arm_rollback"
     assert result["changed"] and "verdict" not in result
+
+
+def test_a_change_that_fails_half_way_leaves_the_rollback_armed(gathered, make_action):
+    failure = {
+        "failed": True,
+        "msg": "New-NetLbfoTeam failed for change 'new_team': access denied",
+        "applied": [{"action": "arm_rollback", "command": "Register-HpcRollback"}],
+    }
+    action, host = make_action(
+        plugin, args(allow_management_change=True), {GATHER: [gathered("winrm_on_member")], APPLY: [failure]}
+    )
+    result = action.run(task_vars={})
+    assert result["failed"] and result["rollback"] == {
+        "armed": True,
+        "disarmed": False,
+        "task_name": "hpc.balance rollback lbfo Storage",
+    }
+    assert "is armed and restores the recorded state within 300 s" in result["msg"]
+    assert [c["action"] for c in host.calls[-1][1]["changes"]][0] == "arm_rollback"  # no disarm was sent
