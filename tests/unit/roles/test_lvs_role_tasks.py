@@ -81,3 +81,11 @@ def test_restart_order_puts_backups_first_by_priority_and_masters_last():  # 5
     environment.filters["extract"] = lambda name, mapping: mapping[name]
     rendered = environment.from_string(order).render(ansible_play_hosts=list(hosts), hostvars=hosts)
     assert rendered.strip() == "['dir3', 'dir2', 'dir1']"
+
+
+def test_scripts_are_looked_at_through_links_as_keepalived_does():  # 1
+    """/bin is a link (mode 0777) on merged-/usr hosts: its own mode must not count, what it points to does."""
+    look = by_name(tasks("lvs_director", "tasks/preflight.yml"),
+                   "Look at every program the config makes keepalived run, and at its folder")
+    assert look["ansible.builtin.stat"]["follow"] is True
+    assert look["loop"] == "{{ lvs_director_resolved | hpc.balance.lvs_director_script_lookups }}"
