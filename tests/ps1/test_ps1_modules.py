@@ -125,3 +125,13 @@ def test_a_drifted_option_is_caught():
         {"changes": {"type": "list", "elements": "dict", "required": True, "options": {"action": {"type": "str"}}}}
     )
     assert spec != documented
+
+
+def test_the_team_gather_skips_a_driver_without_a_path():
+    """Split-Path on an empty PathName stops the whole gather; the filter checks the path first (static check:
+    no PowerShell runs here)."""
+    source = (ROOT / "plugins" / "modules" / "win_nic_team_gather.ps1").read_text()
+    assert "Split-Path -Path ([string]$_.PathName)" not in source
+    guard = source.index("if ($path) {")
+    assert source.index("$path = [string]$_.PathName") < guard < source.index("[System.IO.Path]::GetFileName($path)")
+    assert parse_errors(source.encode("utf-8")) == []
