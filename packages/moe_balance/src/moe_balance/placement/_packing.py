@@ -45,27 +45,30 @@ def greedy_pack(item_loads: torch.Tensor, num_packs: int) -> torch.Tensor:
     # NOTE: the loop runs in numpy: on arrays this small a numpy call costs a fraction of a torch call, and the
     # arithmetic is the same IEEE float32 (argmin returns the first minimum in both).
     pack_weight = np.zeros((num_rows, num_packs), dtype=np.float32)  # +inf once full: argmin skips full packs
-    pack_count = np.zeros((num_rows, num_packs), dtype=np.int64)
-    pack_of_position = np.empty((num_rows, num_items), dtype=np.int64)
-    rows = np.arange(num_rows)
+    flat_weight = pack_weight.reshape(-1)  # a view: flat indices are much cheaper than (row, pack) pairs
+    flat_count = np.zeros(num_rows * num_packs, dtype=np.int64)
+    pack_at = np.empty((num_items, num_rows), dtype=np.int64)  # (position, row): one contiguous row per step
+    row_base = np.arange(num_rows) * num_packs
     first = 0
     if bool((sorted_loads[:, : num_packs - 1] > 0).all()):
         # NOTE: with positive loads the first num_packs items go to packs 0, 1, ... in turn (each goes to the first
         # still-empty pack), so they need no argmin; the weights start as exactly those loads (0 + w == w).
         first = num_packs
         pack_weight[:] = sorted_loads[:, :num_packs]
-        pack_count[:] = 1
-        pack_of_position[:, :num_packs] = np.arange(num_packs)
-    load_columns = np.ascontiguousarray(sorted_loads.T)  # (items, rows): one contiguous row per step
+        flat_count[:] = 1
+        pack_at[:num_packs] = np.arange(num_packs)[:, None]
+    load_columns = np.ascontiguousarray(sorted_loads.T)  # (items, rows)
     for position in range(first, num_items):
         pack = pack_weight.argmin(axis=1)  # (rows,) lightest pack with room, first on ties
-        pack_of_position[:, position] = pack
-        pack_weight[rows, pack] += load_columns[position]
-        count = pack_count[rows, pack] + 1
-        pack_count[rows, pack] = count
+        pack_at[position] = pack
+        flat = row_base + pack
+        flat_weight[flat] += load_columns[position]
+        count = flat_count[flat] + 1
+        flat_count[flat] = count
         full = count == items_per_pack
         if full.any():
-            pack_weight[rows[full], pack[full]] = np.inf
+            flat_weight[flat[full]] = np.inf
+    pack_of_position = np.ascontiguousarray(pack_at.T)
     pack_of_position = torch.from_numpy(pack_of_position)
     # Every pack holds exactly items_per_pack items, so ordering positions by (pack, arrival) lists them slot by slot.
     position_at_slot = torch.sort(pack_of_position, dim=-1, stable=True).indices
