@@ -67,6 +67,6 @@ def test_apt_requirements_hold_no_exact_pin():
 
 
 def test_every_apt_requirement_has_a_tested_version():
-    names = [ENTRY.match(line).group("name") for _, line, _ in _entries(APT_REQUIREMENTS.read_text())]
-    tested = [line.split()[0] for _, line, _ in _entries(APT_TESTED.read_text())]
+    names = [ENTRY.match(entry[1]).group("name") for entry in _entries(APT_REQUIREMENTS.read_text())]
+    tested = [entry[1].split()[0] for entry in _entries(APT_TESTED.read_text())]
     assert sorted(names) == sorted(tested)
