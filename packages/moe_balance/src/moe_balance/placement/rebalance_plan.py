@@ -269,48 +269,60 @@ def _place_replicas(
 
     state = _GpuState(num_layers, capacity, num_experts)
     target = ((1.0 + locality_slack) * weight.sum(dim=1) / capacity.shape[0]).unsqueeze(1)  # (layers, 1)
-    # NOTE: the step loop runs in numpy on views of the state's tensors (shared memory): on arrays this small a
-    # numpy call costs a fraction of a torch call. Same float64 sums, same first-minimum argmin.
-    free, load_now, hosts, content = state.free.numpy(), state.load.numpy(), state.hosts.numpy(), state.content.numpy()
+    # NOTE: the step loop runs in numpy on flat views of the state's tensors (shared memory): on arrays this small a
+    # numpy call costs a fraction of a torch call, and flat indices a fraction of (row, column) pairs. Same float64
+    # sums, same first-minimum argmin.
+    num_gpus = capacity.shape[0]
+    max_slots = state.content.shape[2]
+    free = state.free.numpy()  # (layers, gpus)
+    load_now = state.load.numpy()
+    flat_free, flat_load = free.reshape(-1), load_now.reshape(-1)
+    flat_hosts, flat_content = state.hosts.numpy().reshape(-1), state.content.numpy().reshape(-1)
     slot_count = capacity.numpy()
     target_np = target.numpy()
     node_of_gpu = gpu_node.numpy()
-    home = None if home_node is None else home_node.numpy()
-    before = None if previous_hosts is None else previous_hosts.numpy()
     experts_by_step = np.ascontiguousarray(replica_expert.numpy().T)  # (replicas, layers)
     loads_by_step = np.ascontiguousarray(replica_load.numpy().T)
-    all_rows = np.arange(num_layers)
+    home_by_step = None if home_node is None else np.ascontiguousarray(home_node.gather(1, replica_expert).numpy().T)
+    flat_before = None if previous_hosts is None else previous_hosts.numpy().reshape(-1)
+    row_gpu = np.arange(num_layers)[:, None] * num_gpus + np.arange(num_gpus)[None, :]  # (layers, gpus) flat index
+    row_gpu_expert = row_gpu * num_experts  # + expert: flat index into (layers, gpus, experts)
+    row_base = np.arange(num_layers) * num_gpus
     for step in range(num_replicas):
         expert = experts_by_step[step]  # (layers,)
         load = loads_by_step[step]
-        rows = all_rows
-        candidate = (free > 0) & ~hosts[all_rows, :, expert]  # (layers, gpus)
-        stuck = ~candidate.any(axis=1)
-        if stuck.any():
+        held = row_gpu_expert + expert[:, None]  # (layers, gpus) flat index of (layer, gpu, expert)
+        candidate = (free > 0) & ~flat_hosts[held]  # (layers, gpus)
+        gpu_load, limit, home, base = load_now, target_np, None, row_base
+        if home_by_step is not None:
+            home = home_by_step[step]
+        if not candidate.any(axis=1).all():  # rare: a layer's free GPUs all hold this expert
+            stuck = ~candidate.any(axis=1)
             for layer in np.flatnonzero(stuck).tolist():
                 state.repair(layer, int(expert[layer]), float(load[layer]), replica_load_of_expert[layer])
             rows = np.flatnonzero(~stuck)
-            expert, load, candidate = expert[rows], load[rows], candidate[rows]
             if rows.size == 0:
                 continue
-        gpu_load = load_now[rows]
+            expert, load, candidate, held = expert[rows], load[rows], candidate[rows], held[rows]
+            gpu_load, limit, base = load_now[rows], target_np[rows], row_base[rows]
+            home = None if home is None else home[rows]
         # Preference: a GPU that held this expert before, then a GPU of the expert's home node, then any GPU; the
         # first two only while the replica keeps that GPU under the layer's target load. Then the least-loaded GPU.
         usable = candidate
-        if home is not None or before is not None:
-            fits = candidate & (gpu_load + load[:, None] <= target_np[rows])
+        if home is not None or flat_before is not None:
+            fits = candidate & (gpu_load + load[:, None] <= limit)
             for preferred in (
-                None if home is None else fits & (node_of_gpu[None, :] == home[rows, expert][:, None]),
-                None if before is None else fits & before[rows, :, expert],
+                None if home is None else fits & (node_of_gpu[None, :] == home[:, None]),
+                None if flat_before is None else fits & flat_before[held],
             ):  # later entries rank higher: each replaces the choice where it offers any GPU
                 if preferred is not None:
                     usable = np.where(preferred.any(axis=1, keepdims=True), preferred, usable)
         gpu = np.where(usable, gpu_load, np.inf).argmin(axis=1)
-        position = slot_count[gpu] - free[rows, gpu]
-        content[rows, gpu, position] = expert
-        load_now[rows, gpu] += load
-        free[rows, gpu] -= 1
-        hosts[rows, gpu, expert] = True
+        at = base + gpu  # flat (layer, gpu)
+        flat_content[at * max_slots + slot_count[gpu] - flat_free[at]] = expert
+        flat_load[at] += load
+        flat_free[at] -= 1
+        flat_hosts[at * num_experts + expert] = True
     _swap_down_peaks(state, replica_load_of_expert, target, gpu_node, home_node, max_rounds=4 * capacity.shape[0])
     return state
 
