@@ -230,6 +230,7 @@ def main() -> int:
     parser.add_argument("--out", default="gpu-check.json", help="JSON results file, or - for stdout")
     parser.add_argument("--test-timeout-s", type=float, default=None, help="limit for the kernel tests")
     options = parser.parse_args()
+    sys.path.insert(0, str(PACKAGE / "src"))  # this checkout's package, installed or not
     started = time.perf_counter()
     mode = choose_mode(options.dry_run)
     timeout_s = options.test_timeout_s or (150.0 if mode == "gpu" else 90.0)
