@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import ntpath
 
+from ansible_collections.hpc.balance.plugins.module_utils._units import format_bits_per_second
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import INFO, REFUSE, WARN, Finding
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import quoted_names as _names
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import (
@@ -26,7 +27,6 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import 
     HostState,
     VmSwitch,
     card_model,
-    format_bits_per_second,
 )
 
 

@@ -132,16 +132,6 @@ def int_or_none(value: object) -> int | None:
     return int(value)
 
 
-def format_bits_per_second(bits_per_second: int | None) -> str:
-    """10000000000 -> '10 Gbit/s' (for messages only)."""
-    if bits_per_second is None:
-        return "unknown"
-    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if bits_per_second >= scale:
-            return f"{round(bits_per_second / scale, 2):g} {unit}"
-    return f"{bits_per_second} bit/s"
-
-
 def card_model(description: str) -> str:
     """'Intel(R) Ethernet Controller X710 #2' -> 'Intel(R) Ethernet Controller X710' (Windows numbers duplicates)."""
     text = (description or "").strip()
