@@ -16,7 +16,6 @@ def test_rates_read_as_link_speeds_are_quoted(value, text):
     assert format_bits_per_second(value) == text
 
 
-
 def test_the_windows_layer_has_no_formatter_of_its_own():
     from ansible_collections.hpc.balance.plugins.module_utils import _winteam_findings, _winteam_state
 
