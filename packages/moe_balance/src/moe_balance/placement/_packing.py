@@ -156,7 +156,7 @@ def build_log2phy(phy2log: torch.Tensor, phy_rank: torch.Tensor, num_experts: in
 def occurrence_ranks(values: torch.Tensor) -> torch.Tensor:
     """rank[l, s] = how many earlier entries of row l hold the same value. values: (rows, n) int64 -> (rows, n)."""
     num_layers, num_replicas = values.shape
-    order = torch.sort(values, dim=1, stable=True).indices  # equal values keep their order
+    order = torch.from_numpy(np.argsort(values.numpy(), axis=1, kind="stable"))  # equal values keep their order
     sorted_experts = values.gather(1, order)
     position = torch.arange(num_replicas).expand(num_layers, num_replicas)
     run_start = torch.ones_like(sorted_experts, dtype=torch.bool)

@@ -185,14 +185,14 @@ def plan_rebalance(
         min_gain=float(min_gain),
         expert_size_bytes=expert_size_bytes,
         locality_slack=float(locality_slack),
+        log2phy_layout=log2phy_layout,
     )
-    log2phy = plan.log2phy[:, :, : log2phy_width(plan.logcnt, num_replicas, log2phy_layout)]
     exact_ratio = None
     if compare_exact and num_replicas % num_gpus == 0:
         exact_phy2log = rebalance_exact(weight, num_replicas, num_groups, num_nodes, num_gpus)[0]
         slot_gpu = torch.repeat_interleave(torch.arange(num_gpus), plan.gpu_slot_counts)
         exact_ratio = max_over_mean(gpu_loads(exact_phy2log, weight.double(), slot_gpu, num_gpus))
-    return replace(plan, log2phy=log2phy, exact_max_over_mean=exact_ratio)
+    return replace(plan, exact_max_over_mean=exact_ratio)
 
 
 def _check_previous(previous: object, weight_shape: torch.Size, num_replicas: int) -> torch.Tensor:

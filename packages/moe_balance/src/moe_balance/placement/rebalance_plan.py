@@ -13,11 +13,15 @@ Where the published algorithm falls short, and what this planner does instead:
   of a node are relabelled to match their previous contents, kept experts keep their slot, and a layer whose balance
   would improve by less than ``min_gain`` keeps its layout.
 
-GPU placement is longest-processing-time first, all layers at once: replicas by load, heaviest first, each to a GPU
-with a free slot and without that expert. While the replica keeps a GPU under the layer's target load (mean GPU load
-x (1 + ``locality_slack``)), a GPU that held the expert before wins, then a GPU of the expert's home node (the node
-its group was packed onto); otherwise the least-loaded GPU. A last pass swaps replicas off each layer's heaviest GPU
-until it is within the target, preferring swaps that keep load on home nodes.
+GPU placement is longest-processing-time first, in rounds, all layers at once: round k fills slot k of every GPU
+that has one with the next heaviest replicas, one per GPU, so the Python loop runs max-slots times (5 for 320 slots
+on 64 GPUs), not once per replica. In a round a replica takes a GPU that held its expert before, then a GPU of its
+home node (the node its group was packed onto; the heaviest such replica with the lightest such GPU), while that GPU
+keeps room under the layer's target load (mean GPU load x (1 + ``locality_slack``)) for the lightest replicas of the
+rounds still to come; the others pair heaviest with lightest GPU. The last round's replicas, the lightest, ignore
+home nodes: they even out what the heavier rounds left. A replica paired with a GPU that already hosts its expert
+trades GPUs with a neighbour of the round, or is swapped into place. A last pass swaps replicas off each layer's
+heaviest GPUs until they are within the target, preferring swaps that keep load on home nodes.
 """
 
 from __future__ import annotations
@@ -90,6 +94,9 @@ class _GpuState:
         self.free = capacity.expand(num_layers, num_gpus).clone()  # (layers, gpus)
         self.hosts = torch.zeros((num_layers, num_gpus, num_experts), dtype=torch.bool)
         self.content = torch.full((num_layers, num_gpus, int(capacity.max())), -1, dtype=torch.int64)
+        # numpy views of the same memory, for the placement rounds and repairs
+        self.load_np, self.free_np = self.load.numpy(), self.free.numpy()
+        self.hosts_np, self.content_np = self.hosts.numpy(), self.content.numpy()
 
     def place(self, rows: torch.Tensor, gpu: torch.Tensor, expert: torch.Tensor, load: torch.Tensor) -> None:
         position = self.capacity[gpu] - self.free[rows, gpu]
@@ -98,40 +105,36 @@ class _GpuState:
         self.free[rows, gpu] -= 1
         self.hosts[rows, gpu, expert] = True
 
-    def repair(self, layer: int, expert: int, load: float, replica_load: torch.Tensor) -> None:
-        """Place ``expert`` in ``layer`` when every GPU with a free slot already hosts it.
+    def repair(self, layer: int, gpu: int, expert: int, load: float, replica_load: np.ndarray) -> None:
+        """Fill ``gpu``'s next slot in ``layer`` when ``gpu`` already hosts ``expert``.
 
-        Moves one replica (of an expert the free GPU lacks) from a GPU without ``expert`` onto the free GPU and puts
-        ``expert`` in its place, choosing the move with the lowest resulting peak. replica_load: (experts,).
+        Moves one placed replica (of an expert ``gpu`` lacks) from a GPU without ``expert`` onto ``gpu`` and puts
+        ``expert`` in its place, choosing the move with the lowest resulting peak (the first on ties).
+        replica_load: (experts,) load of one replica of each expert.
         """
-        best = None
-        for free_gpu in (self.free[layer] > 0).nonzero().flatten().tolist():
-            for other in (~self.hosts[layer, :, expert]).nonzero().flatten().tolist():
-                for position in range(int(self.capacity[other]) - int(self.free[layer, other])):
-                    moved = int(self.content[layer, other, position])
-                    if self.hosts[layer, free_gpu, moved]:
-                        continue
-                    peak = max(
-                        float(self.load[layer, free_gpu] + replica_load[moved]),
-                        float(self.load[layer, other] - replica_load[moved] + load),
-                    )
-                    if best is None or peak < best[0]:
-                        best = (peak, free_gpu, other, position, moved)
-        if best is None:
+        content, hosts, gpu_load = self.content_np[layer], self.hosts_np[layer], self.load_np[layer]  # views
+        moved = content.clip(min=0)
+        allowed = (content >= 0) & ~hosts[:, expert][:, None] & ~hosts[gpu][moved]
+        moved_load = replica_load[moved]
+        peak = np.maximum(gpu_load[gpu] + moved_load, gpu_load[:, None] - moved_load + load)
+        peak = np.where(allowed, peak, np.inf)
+        best = int(peak.argmin())
+        if not np.isfinite(peak.flat[best]):
             raise RuntimeError(
                 f"cannot place a replica of expert {expert} in layer {layer} on a GPU that lacks it; lower "
                 "num_replicas so that fewer replicas per expert are needed"
             )
-        _, free_gpu, other, position, moved = best
-        self.content[layer, other, position] = expert
-        self.hosts[layer, other, moved] = False
-        self.hosts[layer, other, expert] = True
-        self.load[layer, other] += load - float(replica_load[moved])
-        slot = int(self.capacity[free_gpu]) - int(self.free[layer, free_gpu])
-        self.content[layer, free_gpu, slot] = moved
-        self.hosts[layer, free_gpu, moved] = True
-        self.load[layer, free_gpu] += float(replica_load[moved])
-        self.free[layer, free_gpu] -= 1
+        other, position = divmod(best, content.shape[1])
+        swapped = int(content[other, position])
+        content[other, position] = expert
+        hosts[other, swapped] = False
+        hosts[other, expert] = True
+        gpu_load[other] += load - replica_load[swapped]
+        slot = int((content[gpu] >= 0).sum())  # slots fill from the first, -1 padded after
+        content[gpu, slot] = swapped
+        hosts[gpu, swapped] = True
+        gpu_load[gpu] += replica_load[swapped]
+        self.free_np[layer, gpu] -= 1
 
 
 def _swap_down_peaks(
@@ -153,85 +156,85 @@ def _swap_down_peaks(
     improving swap stop. replica_load_of_expert: (layers, experts); target: (layers, 1); gpu_node: (gpus,);
     home_node: (layers, experts) or None.
     """
-    num_layers, num_gpus, max_slots = state.content.shape
+    content, hosts, gpu_load = state.content_np, state.hosts_np, state.load_np  # views of the state
+    num_layers, num_gpus, max_slots = content.shape
     partners = min(num_gpus - 1, SWAP_PARTNERS)
     heavies = max(1, min(SWAP_PEAKS, num_gpus // (partners + 1)))  # GPUs relieved per layer and round
-    active = torch.arange(num_layers)  # layers still above target with an improving swap
+    weights = replica_load_of_expert.numpy()
+    goal = target.numpy()[:, 0]
+    node_of_gpu = gpu_node.numpy()
+    homes = None if home_node is None else home_node.numpy()
+    active = np.arange(num_layers)  # layers still above target with an improving swap
     for _ in range(max_rounds):
-        load = state.load[active]  # (A, gpus)
-        still = load.max(dim=1).values > target[active, 0]
+        load = gpu_load[active]  # (A, gpus)
+        still = load.max(axis=1) > goal[active]
         active, load = active[still], load[still]
-        if active.numel() == 0:
+        if active.size == 0:
             return
         # NOTE: each round relieves the `heavies` heaviest GPUs of every active layer at once, each with its own
         # `partners` of the lightest GPUs (dealt round-robin), so no two swaps touch the same GPU; the search stays
-        # (rows, slots, partners * slots) small.
-        heavy_gpu = load.topk(heavies, dim=1).indices  # (A, heavies)
-        others = load.scatter(1, heavy_gpu, float("inf"))  # a heavy GPU is never a partner, even on ties
-        light_gpu = others.topk(heavies * partners, dim=1, largest=False).indices  # (A, heavies * partners)
-        partner_gpu = light_gpu.view(-1, partners, heavies).transpose(1, 2).reshape(-1, partners)  # (A*h, partners)
-        rows = active.repeat_interleave(heavies)  # (A * heavies,) one row per (layer, heavy GPU)
-        peak_gpu = heavy_gpu.flatten()
-        load = load.repeat_interleave(heavies, dim=0)
-        peak = load.gather(1, peak_gpu.unsqueeze(1)).squeeze(1)
-        above = peak > target[rows, 0]
-        rows, peak_gpu, partner_gpu, load, peak = (t[above] for t in (rows, peak_gpu, partner_gpu, load, peak))
-        other_gpu_of = partner_gpu.repeat_interleave(max_slots, dim=1)  # (R, partner slots)
-        other_content = state.content[rows.unsqueeze(1), partner_gpu].flatten(1)  # (R, partner slots)
-        my_content = state.content[rows, peak_gpu]  # (R, slots)
-        mine = my_content.clamp_min(0)
-        every = other_content.clamp_min(0)
-        weights = replica_load_of_expert[rows]  # (R, experts)
-        mine_load = weights.gather(1, mine)
-        every_load = weights.gather(1, every)
-        new_peak_side = peak.view(-1, 1, 1) - mine_load.unsqueeze(2) + every_load.unsqueeze(1)
-        other_load = load.gather(1, other_gpu_of)
-        new_other_side = (other_load - every_load).unsqueeze(1) + mine_load.unsqueeze(2)
-        new_peak = torch.maximum(new_peak_side, new_other_side)  # (R, my slot, partner slot)
-        allowed = (my_content >= 0).unsqueeze(2) & (other_content >= 0).unsqueeze(1)
+        # (rows, slots, partners * slots) small. Stable sorts: equal loads rank by GPU number.
+        heavy_gpu = np.argsort(-load, axis=1, kind="stable")[:, :heavies]  # (A, heavies)
+        others = load.copy()
+        np.put_along_axis(others, heavy_gpu, np.inf, axis=1)  # a heavy GPU is never a partner, even on ties
+        light_gpu = np.argsort(others, axis=1, kind="stable")[:, : heavies * partners]
+        partner_gpu = light_gpu.reshape(-1, partners, heavies).transpose(0, 2, 1).reshape(-1, partners)
+        rows = np.repeat(active, heavies)  # (A * heavies,) one row per (layer, heavy GPU)
+        peak_gpu = heavy_gpu.reshape(-1)
+        load = np.repeat(load, heavies, axis=0)
+        peak = load[np.arange(rows.size), peak_gpu]
+        above = peak > goal[rows]
+        rows, peak_gpu, partner_gpu, load, peak = (a[above] for a in (rows, peak_gpu, partner_gpu, load, peak))
+        other_gpu_of = np.repeat(partner_gpu, max_slots, axis=1)  # (R, partner slots)
+        other_content = content[rows[:, None], partner_gpu].reshape(rows.size, -1)  # (R, partner slots)
+        my_content = content[rows, peak_gpu]  # (R, slots)
+        mine, every = my_content.clip(min=0), other_content.clip(min=0)
+        mine_load = weights[rows[:, None], mine][:, :, None]  # (R, slots, 1)
+        every_load = weights[rows[:, None], every][:, None, :]  # (R, 1, partner slots)
+        other_load = np.take_along_axis(load, other_gpu_of, axis=1)[:, None, :]
+        peak3 = peak[:, None, None]
+        new_peak = np.maximum(peak3 - mine_load + every_load, other_load - every_load + mine_load)
+        allowed = (my_content >= 0)[:, :, None] & (other_content >= 0)[:, None, :]
         # Never two copies of an expert on a GPU: the peak must lack the partner's expert, the partner must lack mine.
-        allowed &= ~state.hosts[rows, peak_gpu].gather(1, every).unsqueeze(1)
-        allowed &= ~state.hosts[rows.view(-1, 1, 1), other_gpu_of.unsqueeze(1), mine.unsqueeze(2)]
-        allowed &= new_peak < peak.view(-1, 1, 1) * (1 - 1e-9)
-        key = torch.where(allowed, new_peak, torch.inf)
-        if home_node is not None:
-            # Load served away from home before and after the swap (mine -> other GPU's node, other -> peak's node).
-            homes = home_node[rows]
-            peak_node = gpu_node[peak_gpu].view(-1, 1, 1)
-            other_node = gpu_node[other_gpu_of].unsqueeze(1)
-            mine_home = homes.gather(1, mine).unsqueeze(2)
-            every_home = homes.gather(1, every).unsqueeze(1)
-            away_change = (
-                (other_node != mine_home).double() * mine_load.unsqueeze(2)
-                + (peak_node != every_home).double() * every_load.unsqueeze(1)
-                - (peak_node != mine_home).double() * mine_load.unsqueeze(2)
-                - (other_node != every_home).double() * every_load.unsqueeze(1)
-            )
-            under_target = allowed & (new_peak <= target[rows].view(-1, 1, 1))
+        allowed &= ~hosts[rows[:, None], peak_gpu[:, None], every][:, None, :]
+        allowed &= ~hosts[rows[:, None, None], other_gpu_of[:, None, :], mine[:, :, None]]
+        allowed &= new_peak < peak3 * (1 - 1e-9)
+        key = np.where(allowed, new_peak, np.inf)
+        if homes is not None:
+            # Load served away from home after the swap minus before (mine -> other GPU's node, other -> peak's).
+            home = homes[rows]
+            peak_node = node_of_gpu[peak_gpu][:, None, None]
+            other_node = node_of_gpu[other_gpu_of][:, None, :]
+            mine_home = np.take_along_axis(home, mine, axis=1)[:, :, None]
+            every_home = np.take_along_axis(home, every, axis=1)[:, None, :]
+            mine_moves = (other_node != mine_home).astype(np.float64) - (peak_node != mine_home)
+            every_moves = (peak_node != every_home).astype(np.float64) - (other_node != every_home)
+            away_change = mine_moves * mine_load + every_moves * every_load
+            under_target = allowed & (new_peak <= goal[rows][:, None, None])
             # Swaps reaching the target rank first, by away-from-home change; the rest by new peak, after them.
-            key = torch.where(under_target, away_change - 2 * peak.view(-1, 1, 1).abs() - 1, key)
-        best = key.flatten(1).min(dim=1)
-        found = torch.isfinite(best.values)
-        if not bool(found.any()):
+            key = np.where(under_target, away_change - 2 * np.abs(peak3) - 1, key)
+        flat = key.reshape(rows.size, -1)
+        best = flat.argmin(axis=1)  # first minimum: lowest slot, then lowest partner slot
+        found = np.isfinite(flat[np.arange(rows.size), best])
+        if not found.any():
             return
-        layer = rows[found]
-        my_slot = best.indices[found] // other_content.shape[1]
-        other = best.indices[found] % other_content.shape[1]
-        other_gpu = other_gpu_of[found].gather(1, other.unsqueeze(1)).squeeze(1)
+        layer, best = rows[found], best[found]
+        my_slot, other = np.divmod(best, other_content.shape[1])
+        other_gpu = other_gpu_of[found, other]
         other_slot = other % max_slots
         from_gpu = peak_gpu[found]
-        a = state.content[layer, from_gpu, my_slot]
-        b = state.content[layer, other_gpu, other_slot]
-        state.content[layer, from_gpu, my_slot] = b
-        state.content[layer, other_gpu, other_slot] = a
-        state.hosts[layer, from_gpu, a] = False
-        state.hosts[layer, other_gpu, b] = False
-        state.hosts[layer, from_gpu, b] = True
-        state.hosts[layer, other_gpu, a] = True
-        shift = replica_load_of_expert[layer, a] - replica_load_of_expert[layer, b]
-        state.load[layer, from_gpu] -= shift
-        state.load[layer, other_gpu] += shift
-        active = layer.unique()
+        a = content[layer, from_gpu, my_slot]
+        b = content[layer, other_gpu, other_slot]
+        content[layer, from_gpu, my_slot] = b
+        content[layer, other_gpu, other_slot] = a
+        hosts[layer, from_gpu, a] = False
+        hosts[layer, other_gpu, b] = False
+        hosts[layer, from_gpu, b] = True
+        hosts[layer, other_gpu, a] = True
+        shift = weights[layer, a] - weights[layer, b]
+        gpu_load[layer, from_gpu] -= shift
+        gpu_load[layer, other_gpu] += shift
+        active = np.unique(layer)
 
 
 def _home_nodes(weight32: torch.Tensor, num_groups: int, num_nodes: int) -> torch.Tensor | None:
@@ -254,7 +257,12 @@ def _place_replicas(
     previous_hosts: torch.Tensor | None,
     locality_slack: float,
 ) -> _GpuState:
-    """Longest-processing-time placement of all replicas of all layers. weight (layers, experts) float64."""
+    """Longest-processing-time placement in rounds, all layers at once. weight (layers, experts) float64.
+
+    Round k fills slot k of every GPU that has one: the next heaviest replicas, one per GPU (see the module
+    docstring for the preferences, ``_pair_round`` for one round). A replica that still meets its own expert there
+    is swapped into place (``_GpuState.repair``).
+    """
     num_layers, num_experts = weight.shape
     num_replicas = int(capacity.sum())
     replica_load_of_expert = weight / count  # (layers, experts)
@@ -263,68 +271,127 @@ def _place_replicas(
     slots = torch.arange(num_replicas).expand(num_layers, num_replicas).contiguous()
     replica_expert = torch.searchsorted(ends, slots, right=True)  # (layers, replicas)
     replica_load = replica_load_of_expert.gather(1, replica_expert)
-    order = torch.sort(replica_load, dim=1, descending=True, stable=True).indices
+    order = torch.from_numpy(np.argsort(-replica_load.numpy(), axis=1, kind="stable"))  # heaviest first
     replica_expert = replica_expert.gather(1, order)
     replica_load = replica_load.gather(1, order)
 
     state = _GpuState(num_layers, capacity, num_experts)
     target = ((1.0 + locality_slack) * weight.sum(dim=1) / capacity.shape[0]).unsqueeze(1)  # (layers, 1)
-    # NOTE: the step loop runs in numpy on flat views of the state's tensors (shared memory): on arrays this small a
-    # numpy call costs a fraction of a torch call, and flat indices a fraction of (row, column) pairs. Same float64
-    # sums, same first-minimum argmin.
-    num_gpus = capacity.shape[0]
-    max_slots = state.content.shape[2]
-    free = state.free.numpy()  # (layers, gpus)
-    load_now = state.load.numpy()
-    flat_free, flat_load = free.reshape(-1), load_now.reshape(-1)
-    flat_hosts, flat_content = state.hosts.numpy().reshape(-1), state.content.numpy().reshape(-1)
-    slot_count = capacity.numpy()
-    target_np = target.numpy()
-    node_of_gpu = gpu_node.numpy()
-    experts_by_step = np.ascontiguousarray(replica_expert.numpy().T)  # (replicas, layers)
-    loads_by_step = np.ascontiguousarray(replica_load.numpy().T)
-    home_by_step = None if home_node is None else np.ascontiguousarray(home_node.gather(1, replica_expert).numpy().T)
-    flat_before = None if previous_hosts is None else previous_hosts.numpy().reshape(-1)
-    row_gpu = np.arange(num_layers)[:, None] * num_gpus + np.arange(num_gpus)[None, :]  # (layers, gpus) flat index
-    row_gpu_expert = row_gpu * num_experts  # + expert: flat index into (layers, gpus, experts)
-    row_base = np.arange(num_layers) * num_gpus
-    for step in range(num_replicas):
-        expert = experts_by_step[step]  # (layers,)
-        load = loads_by_step[step]
-        held = row_gpu_expert + expert[:, None]  # (layers, gpus) flat index of (layer, gpu, expert)
-        candidate = (free > 0) & ~flat_hosts[held]  # (layers, gpus)
-        gpu_load, limit, home, base = load_now, target_np, None, row_base
-        if home_by_step is not None:
-            home = home_by_step[step]
-        if not candidate.any(axis=1).all():  # rare: a layer's free GPUs all hold this expert
-            stuck = ~candidate.any(axis=1)
-            for layer in np.flatnonzero(stuck).tolist():
-                state.repair(layer, int(expert[layer]), float(load[layer]), replica_load_of_expert[layer])
-            rows = np.flatnonzero(~stuck)
-            if rows.size == 0:
-                continue
-            expert, load, candidate, held = expert[rows], load[rows], candidate[rows], held[rows]
-            gpu_load, limit, base = load_now[rows], target_np[rows], row_base[rows]
-            home = None if home is None else home[rows]
-        # Preference: a GPU that held this expert before, then a GPU of the expert's home node, then any GPU; the
-        # first two only while the replica keeps that GPU under the layer's target load. Then the least-loaded GPU.
-        usable = candidate
-        if home is not None or flat_before is not None:
-            fits = candidate & (gpu_load + load[:, None] <= limit)
-            for preferred in (
-                None if home is None else fits & (node_of_gpu[None, :] == home[:, None]),
-                None if flat_before is None else fits & flat_before[held],
-            ):  # later entries rank higher: each replaces the choice where it offers any GPU
-                if preferred is not None:
-                    usable = np.where(preferred.any(axis=1, keepdims=True), preferred, usable)
-        gpu = np.where(usable, gpu_load, np.inf).argmin(axis=1)
-        at = base + gpu  # flat (layer, gpu)
-        flat_content[at * max_slots + slot_count[gpu] - flat_free[at]] = expert
-        flat_load[at] += load
-        flat_free[at] -= 1
-        flat_hosts[at * num_experts + expert] = True
+    # NOTE: rounds run in numpy on views of the state's tensors (shared memory): a round is a few sorts and
+    # gathers over (layers, GPUs), so the Python loop runs max-slots times, not replicas times.
+    load_now, hosts = state.load_np, state.hosts_np  # (layers, gpus), (layers, gpus, experts)
+    content, free = state.content_np, state.free_np
+    limit = target.numpy()
+    slot_count, node_of_gpu = capacity.numpy(), gpu_node.numpy()
+    experts_sorted, loads_sorted = replica_expert.numpy(), replica_load.numpy()
+    homes_sorted = None if home_node is None else home_node.gather(1, replica_expert).numpy()
+    before = None if previous_hosts is None else previous_hosts.numpy()
+    per_expert = replica_load_of_expert.numpy()
+    layer = np.arange(num_layers)[:, None]
+    round_size = (slot_count[None, :] > np.arange(int(slot_count.max()))[:, None]).sum(axis=1)  # (rounds,)
+    # A GPU receives one replica in each later round, at least that round's lightest: a preferred GPU must keep
+    # room for them under the target.
+    round_lightest = loads_sorted[:, np.cumsum(round_size) - 1]  # (layers, rounds)
+    later = round_lightest[:, ::-1].cumsum(axis=1)[:, ::-1] - round_lightest  # (layers, rounds)
+    last_round = round_size.size - 1
+    start = 0
+    for position in range(int(slot_count.max())):
+        gpus = np.flatnonzero(slot_count > position)  # (m,) GPUs with a slot in this round
+        stop = start + gpus.size
+        expert, load = experts_sorted[:, start:stop], loads_sorted[:, start:stop]  # (layers, m), heaviest first
+        # The last round's replicas, the lightest, ignore home nodes: they even out what the heavier rounds left.
+        home = None if homes_sorted is None or position == last_round else homes_sorted[:, start:stop]
+        start = stop
+        room = limit - later[:, position : position + 1]
+        column = _pair_round(gpus, expert, load, home, load_now, hosts, before, room, node_of_gpu)
+        gpu = gpus[column]  # (layers, m)
+        clash = hosts[layer, gpu, expert]  # rare: the paired GPU already hosts this expert
+        # One replica per GPU and round, so no (layer, GPU) repeats in these writes. A clash leaves its slot empty.
+        content[layer, gpu, position] = np.where(clash, -1, expert)
+        hosts[layer, gpu, expert] = True
+        load_now[layer, gpu] += np.where(clash, 0.0, load)
+        free[layer, gpu] -= ~clash
+        for row, col in zip(*np.nonzero(clash), strict=True):
+            state.repair(int(row), int(gpu[row, col]), int(expert[row, col]), float(load[row, col]), per_expert[row])
     _swap_down_peaks(state, replica_load_of_expert, target, gpu_node, home_node, max_rounds=4 * capacity.shape[0])
     return state
+
+
+def _pair_round(
+    gpus: np.ndarray,
+    expert: np.ndarray,
+    load: np.ndarray,
+    home: np.ndarray | None,
+    load_now: np.ndarray,
+    hosts: np.ndarray,
+    before: np.ndarray | None,
+    limit: np.ndarray,
+    node_of_gpu: np.ndarray,
+) -> np.ndarray:
+    """One round's pairing of replicas with GPUs. Returns (layers, m) columns into ``gpus``, a permutation per row.
+
+    expert, load, home: (layers, m) the round's replicas, heaviest first; load_now (layers, gpus); hosts (layers,
+    gpus, experts); before: previous hosts, same shape, or None; limit: (layers, 1) target loads.
+    """
+    num_layers, m = expert.shape
+    layer = np.arange(num_layers)[:, None]
+    round_load = load_now[:, gpus]  # (layers, m)
+    column = np.full((num_layers, m), -1, dtype=np.int64)
+    taken = np.zeros((num_layers, m), dtype=bool)
+    if before is not None:
+        # A GPU that held the expert before, lightest first; a GPU claimed twice goes to the heavier replica.
+        held = before[layer[:, :, None], gpus, expert[:, :, None]] & ~hosts[layer[:, :, None], gpus, expert[:, :, None]]
+        held &= round_load[:, None, :] + load[:, :, None] <= limit[:, :, None]  # (layers, replica, column)
+        for _ in range(2):
+            wanted = held & ~taken[:, None, :] & (column < 0)[:, :, None]
+            pick = np.where(wanted, round_load[:, None, :], np.inf).argmin(axis=2)  # (layers, m)
+            claim = np.where(wanted.any(axis=2), pick, m)
+            first = np.full((num_layers, m + 1), m)
+            np.minimum.at(first, (np.broadcast_to(layer, claim.shape), claim), np.arange(m)[None, :])
+            won = (claim < m) & (first[layer, claim] == np.arange(m)[None, :])
+            column[won] = claim[won]
+            taken[np.broadcast_to(layer, claim.shape)[won], claim[won]] = True
+    if home is not None:
+        # Inside each home node, the r-th heaviest open replica meets the node's r-th lightest free GPU.
+        num_nodes = int(node_of_gpu.max()) + 1
+        round_node = node_of_gpu[gpus]  # (m,)
+        node_start = np.searchsorted(round_node, np.arange(num_nodes))  # GPUs are numbered node by node
+        by_load = np.argsort(np.where(taken, np.inf, round_load), axis=1, kind="stable")
+        sorted_column = np.take_along_axis(by_load, np.argsort(round_node[by_load], axis=1, kind="stable"), axis=1)
+        open_home = np.where(column < 0, home, num_nodes)  # placed replicas rank in no node
+        rank = (open_home[:, :, None] == np.arange(num_nodes)).cumsum(axis=1)  # (layers, m, nodes)
+        rank = np.take_along_axis(rank, np.minimum(open_home, num_nodes - 1)[:, :, None], axis=2)[:, :, 0] - 1
+        free_in_node = np.zeros((num_layers, num_nodes + 1), dtype=np.int64)
+        np.add.at(free_in_node, (np.broadcast_to(layer, taken.shape), np.where(taken, num_nodes, round_node)), 1)
+        node = np.minimum(open_home, num_nodes - 1)
+        pick = np.take_along_axis(sorted_column, np.minimum(node_start[node] + rank, m - 1), axis=1)
+        fits = (open_home < num_nodes) & (rank < free_in_node[layer, node])
+        fits &= np.take_along_axis(round_load, pick, axis=1) + load <= limit
+        fits &= ~hosts[layer, gpus[pick], expert]
+        column[fits] = pick[fits]
+        taken[np.broadcast_to(layer, fits.shape)[fits], pick[fits]] = True
+    # The rest: heaviest open replica with the lightest free GPU.
+    open_order = np.argsort(column >= 0, axis=1, kind="stable")
+    free_order = np.argsort(np.where(taken, np.inf, round_load), axis=1, kind="stable")
+    pair = np.arange(m)[None, :] < (column < 0).sum(axis=1, keepdims=True)
+    rows = np.broadcast_to(layer, pair.shape)[pair]
+    column[rows, open_order[pair]] = free_order[pair]
+    # A replica paired with a GPU that already hosts its expert trades GPUs with a neighbour (next lighter, then
+    # next heavier replica of the round) when neither then meets its own expert.
+    # A partner never clashes itself, so no replica trades twice in one pass.
+    for step in (1, -1):
+        clash = hosts[layer, gpus[column], expert]
+        if not clash.any():
+            break
+        mine = np.arange(m - 1) if step == 1 else np.arange(1, m)
+        other = mine + step
+        gpu_mine, gpu_other = gpus[column[:, mine]], gpus[column[:, other]]
+        trade = clash[:, mine] & ~clash[:, other]
+        trade &= ~hosts[layer, gpu_other, expert[:, mine]] & ~hosts[layer, gpu_mine, expert[:, other]]
+        rows, at = np.nonzero(trade)
+        a, b = mine[at], other[at]
+        column[rows, a], column[rows, b] = column[rows, b], column[rows, a]
+    return column
 
 
 def _match_previous_gpus(
@@ -390,6 +457,7 @@ def plan_improved(
     min_gain: float,
     expert_size_bytes: int | None,
     locality_slack: float,
+    log2phy_layout: str = "eplb",
 ) -> RebalancePlan:
     """Improved placement; arguments already validated (see ``plan_rebalance``). weight32: (layers, experts)."""
     num_layers, num_experts = weight32.shape
@@ -430,7 +498,8 @@ def plan_improved(
     logcnt = torch.zeros((num_layers, num_experts), dtype=torch.int64).scatter_add_(
         1, phy2log, torch.ones_like(phy2log)
     )
-    log2phy = build_log2phy(phy2log, occurrence_ranks(phy2log), num_experts, num_replicas - num_experts + 1)
+    width = int(logcnt.max()) if log2phy_layout == "eplb" else num_replicas - num_experts + 1  # see log2phy_width
+    log2phy = build_log2phy(phy2log, occurrence_ranks(phy2log), num_experts, width)
     cross_share = None
     if home_node is not None:
         replica_load = (weight / logcnt).gather(1, phy2log)  # (layers, replicas)
