@@ -150,7 +150,8 @@ def test_more_replicas_than_distinct_gpus_allow_raises_value_error():
 
 
 def test_a_replica_whose_only_free_gpus_hold_its_expert_is_placed_by_a_swap(monkeypatch):
-    # 4 experts, 9 slots on 4 GPUs (3, 2, 2, 2): longest-first placement meets a replica whose free GPUs all hold it.
+    # 4 experts, 9 slots on 4 GPUs (3, 2, 2, 2): the last round fills GPU 0 alone, which already holds that
+    # round's replica (expert 0), and no neighbour in the round can trade.
     import moe_balance.placement.rebalance_plan as improved
 
     calls = []
