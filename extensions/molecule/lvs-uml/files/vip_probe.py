@@ -4,12 +4,21 @@ Each real server of the scenario answers with its own name, so the client sees w
 
   vip_probe.py count URL N                   N connections one after another; prints
                                              {"ok": .., "failed": .., "by_server": {name: count}, "errors": [..]}
-  vip_probe.py watch URL LOG STOP_FILE       a connection every 0.25 s until STOP_FILE exists (300 s at most);
-                                             each one appends {"t": epoch_s, "server": name or null,
-                                             "error": text or null} to LOG
+  vip_probe.py watch URL LOG STOP_FILE [INTERVAL_S TIMEOUT_S]
+                                             a connection every INTERVAL_S (0.25) s until STOP_FILE exists (300 s at
+                                             most), each given TIMEOUT_S (1) s; each one appends {"t": epoch_s,
+                                             "server": name or null, "error": text or null} to LOG
   vip_probe.py outage LOG SINCE_EPOCH_S NAME what the clients saw of NAME after SINCE (a reboot's start), as JSON:
                                              its last answer before its longest silence and its first one after
                                              (seconds after SINCE), and the connections that failed meanwhile
+  vip_probe.py gaps LOG SINCE_EPOCH_S        the longest time without an answer after SINCE (between two answers, any
+                                             server), the failed connections and the answers, as JSON
+  vip_probe.py hold HOST PORT N SECONDS OUT  N TCP sessions to the session service (it greets with its name, then
+                                             echoes lines), each sending a line every 0.5 s for SECONDS; writes
+                                             OUT.connected once all are open, then OUT: {"by_server", "exchanges",
+                                             "errors"}
+  vip_probe.py udp HOST PORT N               N datagrams to the UDP echo service (it answers with its name);
+                                             prints {"ok", "failed", "by_server"}
 
 Python standard library only: it runs on the lab's client host.
 """
@@ -17,6 +26,7 @@ Python standard library only: it runs on the lab's client host.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import time
 import urllib.request
@@ -27,10 +37,10 @@ WATCH_INTERVAL_S = 0.25
 WATCH_LIMIT_S = 300.0
 
 
-def fetch(url: str) -> tuple[str | None, str | None]:
+def fetch(url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[str | None, str | None]:
     """(name of the real server that answered, None) or (None, what went wrong)."""
     try:
-        with urllib.request.urlopen(url, timeout=CONNECT_TIMEOUT_S) as response:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return response.read().decode().strip(), None
     except OSError as error:
         return None, f"{type(error).__name__}: {error}"
@@ -48,15 +58,74 @@ def count(url: str, connections: int) -> dict:
     return {"ok": sum(by_server.values()), "failed": len(errors), "by_server": by_server, "errors": errors[:5]}
 
 
-def watch(url: str, log_path: Path, stop_file: Path) -> None:
+def watch(url: str, log_path: Path, stop_file: Path, interval_s: float = WATCH_INTERVAL_S,
+          timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     deadline = time.monotonic() + WATCH_LIMIT_S
     with log_path.open("a") as log:
         while not stop_file.exists() and time.monotonic() < deadline:
             started = time.monotonic()
-            server, error = fetch(url)
+            server, error = fetch(url, timeout_s)
             log.write(json.dumps({"t": time.time(), "server": server, "error": error}) + "\n")
             log.flush()
-            time.sleep(max(0.0, WATCH_INTERVAL_S - (time.monotonic() - started)))
+            time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+
+
+def gaps(records: list[dict], since_s: float) -> dict:
+    """The longest time the clients got no answer at all after ``since_s``: what an outage of the VIP looks like."""
+    records = [record for record in records if record["t"] >= since_s]
+    answers = [record["t"] for record in records if record["server"] is not None]
+    longest = max((b - a for a, b in zip(answers, answers[1:], strict=False)), default=None)
+    return {
+        "connections": len(records),
+        "answers": len(answers),
+        "failed": len(records) - len(answers),
+        "longest_gap_s": None if longest is None else round(longest, 3),
+        "servers": sorted({record["server"] for record in records if record["server"]}),
+    }
+
+
+def hold(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict:
+    """N long TCP sessions through the VIP; every line sent must come back on the same session."""
+    opened, by_server, errors, exchanges = [], {}, [], 0
+    for _session in range(sessions):
+        conn = socket.create_connection((host, port), timeout=2.0)
+        reader = conn.makefile("r")
+        name = reader.readline().strip()
+        by_server[name] = by_server.get(name, 0) + 1
+        opened.append((conn, reader, name))
+    out.with_name(out.name + ".connected").write_text(json.dumps(by_server))
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and len(errors) < 10:
+        for conn, reader, name in opened:
+            try:
+                conn.sendall(b"ping\n")
+                if reader.readline() != "ping\n":
+                    errors.append(f"{name}: no echo")
+                exchanges += 1
+            except OSError as error:
+                errors.append(f"{name}: {type(error).__name__}: {error}")
+        time.sleep(0.5)
+    for conn, _reader, _name in opened:
+        conn.close()
+    result = {"by_server": by_server, "exchanges": exchanges, "errors": errors}
+    out.write_text(json.dumps(result))
+    return result
+
+
+def udp(host: str, port: int, datagrams: int) -> dict:
+    by_server, failed = {}, 0
+    for number in range(datagrams):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(1.0)
+            # Connected: a reply from any other source than the VIP is not taken (as most UDP clients behave).
+            sock.connect((host, port))
+            sock.send(f"probe {number}".encode())
+            try:
+                name = sock.recv(512).decode().strip()
+                by_server[name] = by_server.get(name, 0) + 1
+            except OSError:
+                failed += 1
+    return {"ok": sum(by_server.values()), "failed": failed, "by_server": by_server}
 
 
 def outage(records: list[dict], since_s: float, name: str) -> dict:
@@ -96,8 +165,20 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result))
         return 0 if result["failed"] == 0 else 1
     if command == "watch":
-        watch(arguments[0], Path(arguments[1]), Path(arguments[2]))
+        timing = [float(value) for value in arguments[3:5]]
+        watch(arguments[0], Path(arguments[1]), Path(arguments[2]), *timing)
         return 0
+    if command == "gaps":
+        lines = Path(arguments[0]).read_text().splitlines()
+        print(json.dumps(gaps([json.loads(line) for line in lines if line], float(arguments[1]))))
+        return 0
+    if command == "hold":
+        result = hold(arguments[0], int(arguments[1]), int(arguments[2]), float(arguments[3]), Path(arguments[4]))
+        return 0 if not result["errors"] else 1
+    if command == "udp":
+        result = udp(arguments[0], int(arguments[1]), int(arguments[2]))
+        print(json.dumps(result))
+        return 0 if result["failed"] == 0 else 1
     if command == "outage":
         lines = Path(arguments[0]).read_text().splitlines()
         print(json.dumps(outage([json.loads(line) for line in lines if line], float(arguments[1]), arguments[2])))
