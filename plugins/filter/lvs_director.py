@@ -483,8 +483,8 @@ def _script_problems(host, config):
                 "with lvs_director_script_files"
             )
         elif _writable_by_non_root(stat) or (folder and _writable_by_non_root(folder)):
-            what, shown = (path, stat) if _writable_by_non_root(stat) else (f"its folder {path.rsplit('/', 1)[0] or '/'}",
-                                                                        folder)
+            folder_name = f"its folder {path.rsplit('/', 1)[0] or '/'}"
+            what, shown = (path, stat) if _writable_by_non_root(stat) else (folder_name, folder)
             found.append(
                 f"{key} runs {path}, but {what} is writable by a non-root user (owner uid {shown.get('uid')}, mode "
                 f"{shown.get('mode')}), so keepalived's script security disables it (\"Unsafe permissions\"); make "

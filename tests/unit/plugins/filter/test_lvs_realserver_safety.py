@@ -32,13 +32,13 @@ def settings(addresses):
                       interface("eth0", ("198.18.0.21", 24, "eth0"))], [], id="VIP only on lo"),
         pytest.param([interface("lo", ("127.0.0.1", 8, "lo")),
                       interface("eth0", ("198.18.0.21", 24, "eth0"), ("198.18.0.100", 24, "eth0"))],
-                     ["rs1: 198.18.0.100 (lvs_realserver_vips) is also on eth0 as 198.18.0.100/24, so this host answers "
-                      "ARP for it there and takes the VIP's traffic from the director; remove it (ip addr del "
+                     ["rs1: 198.18.0.100 (lvs_realserver_vips) is also on eth0 as 198.18.0.100/24, so this host "
+                      "answers ARP for it there and takes the VIP's traffic from the director; remove it (ip addr del "
                       "198.18.0.100/24 dev eth0) and keep it only on lo"],
                      id="VIP left as a secondary address on eth0 by a former director"),
         pytest.param([interface("eth1", ("198.18.0.100", 32, "eth1"))],
-                     ["rs1: 198.18.0.100 (lvs_realserver_vips) is also on eth1 as 198.18.0.100/32, so this host answers "
-                      "ARP for it there and takes the VIP's traffic from the director; remove it (ip addr del "
+                     ["rs1: 198.18.0.100 (lvs_realserver_vips) is also on eth1 as 198.18.0.100/32, so this host "
+                      "answers ARP for it there and takes the VIP's traffic from the director; remove it (ip addr del "
                       "198.18.0.100/32 dev eth1) and keep it only on lo"],
                      id="VIP on a second NIC"),
     ],

@@ -259,8 +259,8 @@ def test_the_same_pool_graded_on_cumulative_counters_looks_unbalanced(run_module
     _failed, result = run_module(ipvs_spread, {"source": "ipvsadm", "metric": "conns"})
     (service,) = result["services"]
     assert (service["metric"], service["balanced"]) == ("conns", False)
-    assert service["graded"] == ("connections scheduled since the counters were zeroed (cumulative: outages and earlier "
-                                 "weights count)")
+    assert service["graded"] == ("connections scheduled since the counters were zeroed (cumulative: outages and "
+                                 "earlier weights count)")
 
 
 def test_wrr_is_graded_on_the_rate_between_two_readings_not_on_the_counters_history(run_module, replay_readings):
