@@ -1,13 +1,15 @@
 """Vectorised building blocks of the EPLB planner: greedy packing and greedy replication, batched over rows.
 
-Packing runs its greedy loop over items and does every row (layer, or layer x node) at once with tensor operations,
-so the Python loop runs ``items`` times instead of ``rows x items x packs`` times. Replication needs no loop: its
+Packing does every row (layer, or layer x node) at once with numpy operations, and each step places as many items
+of a row as provably go, one per pack, to the lightest packs in order (a whole round of packs on real loads), so the
+Python loop runs about ``items / packs`` times instead of ``rows x items x packs`` times. Replication needs no loop: its
 greedy picks are a merge of sorted lists, so one top-k over the candidates gives them all, in order. The decisions
 are the same as the one-row-at-a-time reference in ``eplb_reference.py``, tie for tie:
 
 - items are visited in the order of ``torch.sort(descending=True)`` applied to the very same (rows, items) float32
   tensor the reference sorts;
-- the lightest pack with room wins, the first one on equal weight (``argmin`` returns the first minimum);
+- the lightest pack with room wins, the first one on equal weight (packs compare as one int64 key: weight bits,
+  then pack index);
 - pack weights are float32 sums accumulated in the same order;
 - a replica goes to the expert with the largest float32 load per replica, the first one on ties. Candidates are
   compared as one int64 key: a non-negative float32's bits order like the float, so the value's bits sit above the
@@ -42,37 +44,85 @@ def greedy_pack(item_loads: torch.Tensor, num_packs: int) -> torch.Tensor:
         return torch.arange(num_items, dtype=torch.int64).expand(num_rows, num_items).clone()
     order = item_loads.sort(dim=-1, descending=True).indices  # (rows, items), heaviest first
     sorted_loads = item_loads.gather(-1, order).numpy()  # (rows, items) float32
-    # NOTE: the loop runs in numpy: on arrays this small a numpy call costs a fraction of a torch call, and the
-    # arithmetic is the same IEEE float32 (argmin returns the first minimum in both).
-    pack_weight = np.zeros((num_rows, num_packs), dtype=np.float32)  # +inf once full: argmin skips full packs
-    flat_weight = pack_weight.reshape(-1)  # a view: flat indices are much cheaper than (row, pack) pairs
-    flat_count = np.zeros(num_rows * num_packs, dtype=np.int64)
-    pack_at = np.empty((num_items, num_rows), dtype=np.int64)  # (position, row): one contiguous row per step
-    row_base = np.arange(num_rows) * num_packs
-    first = 0
-    if bool((sorted_loads[:, : num_packs - 1] > 0).all()):
-        # NOTE: with positive loads the first num_packs items go to packs 0, 1, ... in turn (each goes to the first
-        # still-empty pack), so they need no argmin; the weights start as exactly those loads (0 + w == w).
-        first = num_packs
-        pack_weight[:] = sorted_loads[:, :num_packs]
-        flat_count[:] = 1
-        pack_at[:num_packs] = np.arange(num_packs)[:, None]
-    load_columns = np.ascontiguousarray(sorted_loads.T)  # (items, rows)
-    for position in range(first, num_items):
-        pack = pack_weight.argmin(axis=1)  # (rows,) lightest pack with room, first on ties
-        pack_at[position] = pack
-        flat = row_base + pack
-        flat_weight[flat] += load_columns[position]
-        count = flat_count[flat] + 1
-        flat_count[flat] = count
-        full = count == items_per_pack
-        if full.any():
-            flat_weight[flat[full]] = np.inf
-    pack_of_position = np.ascontiguousarray(pack_at.T)
-    pack_of_position = torch.from_numpy(pack_of_position)
-    # Every pack holds exactly items_per_pack items, so ordering positions by (pack, arrival) lists them slot by slot.
-    position_at_slot = torch.sort(pack_of_position, dim=-1, stable=True).indices
-    return order.gather(-1, position_at_slot)
+    slot_of_position = _greedy_slots(sorted_loads, num_packs)  # (rows, items)
+    item_at_slot = np.empty_like(slot_of_position)
+    np.put_along_axis(item_at_slot, slot_of_position, order.numpy(), axis=1)
+    return torch.from_numpy(item_at_slot)
+
+
+def _ordered_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> int32 ordered like the floats (an involution: it also maps the ints back to the float bits)."""
+    bits = values.view(np.int32)
+    return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+
+
+PACK_SHIFT = 12  # a pack state key: (ordered weight bits << 32) | (pack << 12) | items in the pack
+LOW_MASK = 2**32 - 1
+COUNT_MASK = 2**PACK_SHIFT - 1
+FULL_BITS = 2**31 - 1  # above the bits of every float32, +inf included: a full pack sorts last
+
+
+def _greedy_slots(sorted_loads: np.ndarray, num_packs: int) -> np.ndarray:
+    """The slot (pack * items_per_pack + arrival rank) of every item of every row, items heaviest first.
+
+    sorted_loads: (rows, items) float32, each row in descending order. The greedy gives each item, in turn, to the
+    lightest pack with room (the lowest index on equal weight). Rather than one item per step, a step hands the next m
+    items to the m lightest open packs, lightest first, as far as that is provably what the one-at-a-time greedy does:
+    item k (k < m) goes to the k-th lightest pack when every pack updated before it is still heavier (or as heavy with
+    a higher index) than that pack. m is found per row, so a step is exact for every row; on real loads a step covers
+    the whole round of packs (5 steps for 320 items on 64 packs). Items of weight 0 at the end of a row add nothing:
+    the lightest open pack takes them until it is full, then the next one, which is placed in one go.
+    """
+    num_rows, num_items = sorted_loads.shape
+    if num_packs >= 2**20 or num_items >= 2**PACK_SHIFT * num_packs:
+        raise ValueError(f"{num_items} items on {num_packs} packs exceed the packing keys: pack fewer items per call")
+    items_per_pack = num_items // num_packs
+    zero = sorted_loads == 0
+    row_end = num_items - np.where(zero[:, -1], zero.sum(axis=1), 0)  # (rows,) where the zero tail starts
+    width = num_items + num_packs  # a step reads and writes up to num_packs positions past its start
+    padded_loads = np.zeros((num_rows, width), dtype=np.float32)
+    padded_loads[:, :num_items] = sorted_loads
+    slot = np.empty((num_rows, width), dtype=np.int64)
+    load_flat, slot_flat = padded_loads.reshape(-1), slot.reshape(-1)
+    packs = np.arange(num_packs)
+    # State of every pack, as one int64 key per pack that orders packs like the greedy compares them (weight, then
+    # index) and carries the pack's item count in its lowest bits. The keys of a row are kept in any order.
+    state = np.broadcast_to(packs << PACK_SHIFT, (num_rows, num_packs)).copy()  # weight 0.0, no items
+    rows = np.flatnonzero(row_end > 0)
+    keys, position, end = state[rows], np.zeros(rows.size, dtype=np.int64), row_end[rows]
+    open_packs = np.full(rows.size, num_packs)
+    while rows.size:
+        keys.sort(axis=1)  # (rows, packs) lightest first, lowest index on ties; full packs last
+        pack = (keys >> PACK_SHIFT) & (2**20 - 1)
+        count = keys & COUNT_MASK
+        pack_weight = _ordered_bits((keys >> 32).astype(np.int32)).view(np.float32)
+        at = (rows * width + position)[:, None] + packs  # (rows, packs) flat positions of the next items
+        updated = pack_weight + load_flat[at]  # float32, as the one-at-a-time sum
+        full = count == items_per_pack - 1
+        updated_bits = np.where(full, FULL_BITS, _ordered_bits(updated)).astype(np.int64)
+        updated_keys = (updated_bits << 32) | ((keys & LOW_MASK) + 1)
+        # Item k follows when every pack updated before it stays above pack k (and pack k is open, item k exists).
+        follows = np.minimum.accumulate(updated_keys[:, :-1], axis=1) > keys[:, 1:]
+        follows &= packs[1:] < np.minimum(open_packs, end - position)[:, None]
+        step = np.logical_and.accumulate(follows, axis=1).sum(axis=1) + 1  # (rows,) items placed this step
+        taken = packs < step[:, None]
+        slot_flat[at] = pack * items_per_pack + count  # positions past the step are rewritten by later steps
+        keys = np.where(taken, updated_keys, keys)
+        open_packs -= (taken & full).sum(axis=1)
+        position += step
+        going = position < end
+        if not going.all():
+            state[rows[~going]] = keys[~going]
+            rows, keys, position, end, open_packs = (a[going] for a in (rows, keys, position, end, open_packs))
+    tail = row_end < num_items
+    if tail.any():  # the zero tail: each open pack, lightest first, fills up in turn
+        keys = np.sort(state[tail], axis=1)
+        room = (items_per_pack - (keys & COUNT_MASK)).reshape(-1)
+        first_slot = ((keys >> PACK_SHIFT) & (2**20 - 1)) * items_per_pack + (keys & COUNT_MASK)
+        run_start = np.cumsum(room) - room
+        tail_slots = np.repeat(first_slot.reshape(-1) - run_start, room) + np.arange(int(room.sum()))
+        slot[:, :num_items][np.arange(num_items) >= row_end[:, None]] = tail_slots
+    return slot[:, :num_items]
 
 
 def pack_of_items(item_at_slot: torch.Tensor, num_packs: int) -> torch.Tensor:
