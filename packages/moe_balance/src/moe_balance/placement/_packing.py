@@ -25,12 +25,6 @@ INDEX_BITS = 20  # indices below 2**20 ride in the low bits of a comparison key
 MAX_INDEX = 2**INDEX_BITS - 1
 
 
-def _ordered_key(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """(value, index) pairs of non-negative float32 values (inf allowed) -> int64 keys ordered like the pairs."""
-    positive = values + 0.0  # NOTE: turns -0.0 (sign bit set) into +0.0, which compares equal to it
-    return (positive.view(torch.int32).to(torch.int64) << INDEX_BITS) | index
-
-
 def greedy_pack(item_loads: torch.Tensor, num_packs: int) -> torch.Tensor:
     """Equal-count greedy packing of every row.
 
@@ -151,38 +145,53 @@ def replicate_greedy(
     num_rows, num_experts = expert_loads.shape
     if num_experts > MAX_INDEX:
         raise ValueError(f"{num_experts} experts exceed {MAX_INDEX}: replicate fewer experts per call")
+    if expert_loads.dtype != torch.float32:
+        raise ValueError(f"expert_loads has dtype {expert_loads.dtype}: pass float32 loads (the reference's dtype)")
     num_added = num_slots - num_experts
-    slot_expert = torch.empty((num_rows, num_slots), dtype=torch.int64)
-    slot_rank = torch.zeros((num_rows, num_slots), dtype=torch.int64)
-    slot_expert[:, :num_experts] = torch.arange(num_experts, dtype=torch.int64)
-    count = torch.ones((num_rows, num_experts), dtype=torch.int64)
+    slot_expert = np.empty((num_rows, num_slots), dtype=np.int64)
+    slot_rank = np.zeros((num_rows, num_slots), dtype=np.int64)
+    slot_expert[:, :num_experts] = np.arange(num_experts)
+    count = np.ones((num_rows, num_experts), dtype=np.int64)
     if num_added == 0:
-        return slot_expert, slot_rank, count
+        return torch.from_numpy(slot_expert), torch.from_numpy(slot_rank), torch.from_numpy(count)
+    # NOTE: numpy, not torch: on arrays this small a numpy call costs a fraction of a torch call. Keys are unique, so
+    # a partition then a sort of the top keys gives exactly the order of a top-k.
+    loads = expert_loads.detach().numpy() + np.float32(0.0)  # turns -0.0 (sign bit set) into +0.0, equal to it
     # Only the M experts with the largest loads can receive a replica: their M first replicas beat every other.
     width = min(num_added, num_experts)
-    expert_key = _ordered_key(expert_loads, MAX_INDEX - torch.arange(num_experts))  # (rows, experts)
-    candidates = expert_key.topk(width, dim=1).indices  # (rows, width) expert ids, largest load first
-    loads = expert_loads.gather(1, candidates)  # (rows, width)
+    expert_key = (loads.view(np.int32).astype(np.int64) << INDEX_BITS) | (MAX_INDEX - np.arange(num_experts))
+    top_keys = _largest_sorted(expert_key, width)  # (rows, width), largest load first, lowest id on ties
+    candidates = MAX_INDEX - (top_keys & MAX_INDEX)  # (rows, width) expert ids
+    top_loads = np.take_along_axis(loads, candidates, axis=1)  # (rows, width) float32
     depth = num_added  # replicas one expert may receive, at most
-    if bool((loads[:, -1] > 0).all()):
-        depth = min(depth, int((loads[:, 0] / loads[:, -1]).max().ceil()) + 1)
+    if bool((top_loads[:, -1] > 0).all()):
+        depth = min(depth, int(np.ceil((top_loads[:, 0] / top_loads[:, -1]).max())) + 1)
     if max_count is not None:
         depth = min(depth, max_count - 1)
     if depth * width < num_added:
         raise RuntimeError(f"every expert already has max_count={max_count} replicas: lower num_slots")
     if depth >= 2**RANK_BITS:
         raise ValueError(f"{num_added} added replicas per row exceed {2**RANK_BITS - 1}: replicate in smaller steps")
-    rank = torch.arange(1, depth + 1, dtype=torch.int64)  # (depth,) replica number of each candidate
-    per_replica = (loads.unsqueeze(2) / rank) + 0.0  # (rows, width, depth) float32 as the reference divides
-    key = per_replica.view(torch.int32).to(torch.int64) << (INDEX_BITS + RANK_BITS)
-    key |= (MAX_INDEX - candidates).unsqueeze(2) << RANK_BITS
-    key |= 2**RANK_BITS - 1 - rank  # larger load per replica first, then lower expert id, then lower rank
-    picked = key.view(num_rows, -1).topk(num_added, dim=1).indices  # (rows, added), in pick order
-    picked_expert = candidates.gather(1, picked // depth)
+    rank = np.arange(1, depth + 1, dtype=np.float32)  # (depth,) replica number of each candidate
+    per_replica = top_loads[:, :, None] / rank  # (rows, width, depth) float32, as the reference divides
+    key = per_replica.view(np.int32).astype(np.int64) << (INDEX_BITS + RANK_BITS)
+    key |= ((MAX_INDEX - candidates) << RANK_BITS)[:, :, None]
+    key |= 2**RANK_BITS - 1 - np.arange(1, depth + 1)  # larger load per replica first, then lower id, lower rank
+    picked = _largest_sorted(key.reshape(num_rows, -1), num_added)  # (rows, added), in pick order
+    picked_expert = MAX_INDEX - ((picked >> RANK_BITS) & MAX_INDEX)
     slot_expert[:, num_experts:] = picked_expert
-    slot_rank[:, num_experts:] = picked % depth + 1
-    count.scatter_add_(1, picked_expert, torch.ones_like(picked))
-    return slot_expert, slot_rank, count
+    slot_rank[:, num_experts:] = 2**RANK_BITS - 1 - (picked & (2**RANK_BITS - 1))
+    flat_expert = (picked_expert + (np.arange(num_rows) * num_experts)[:, None]).reshape(-1)
+    count += np.bincount(flat_expert, minlength=num_rows * num_experts).reshape(num_rows, num_experts)
+    return torch.from_numpy(slot_expert), torch.from_numpy(slot_rank), torch.from_numpy(count)
+
+
+def _largest_sorted(keys: np.ndarray, k: int) -> np.ndarray:
+    """The k largest keys of every row, largest first. keys: (rows, n) int64, unique within a row -> (rows, k)."""
+    n = keys.shape[1]
+    if k < n:
+        keys = np.partition(keys, n - k, axis=1)[:, n - k :]
+    return np.sort(keys, axis=1)[:, ::-1]
 
 
 def invert_permutation(permutation: torch.Tensor) -> torch.Tensor:
