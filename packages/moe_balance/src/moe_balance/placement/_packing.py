@@ -44,10 +44,13 @@ def greedy_pack(item_loads: torch.Tensor, num_packs: int) -> torch.Tensor:
     return torch.from_numpy(item_at_slot)
 
 
-def _ordered_bits(values: np.ndarray) -> np.ndarray:
-    """float32 -> int32 ordered like the floats (an involution: it also maps the ints back to the float bits)."""
+def _ordered_bits(values: np.ndarray, signed: bool) -> np.ndarray:
+    """float32 -> int32 ordered like the floats (an involution: it also maps the ints back to the float bits).
+
+    signed=False: the values are +0.0 or above, whose bits already order like them.
+    """
     bits = values.view(np.int32)
-    return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    return bits ^ ((bits >> 31) & 0x7FFFFFFF) if signed else bits
 
 
 PACK_SHIFT = 12  # a pack state key: (ordered weight bits << 32) | (pack << 12) | items in the pack
@@ -71,6 +74,7 @@ def _greedy_slots(sorted_loads: np.ndarray, num_packs: int) -> np.ndarray:
     if num_packs >= 2**20 or num_items >= 2**PACK_SHIFT * num_packs:
         raise ValueError(f"{num_items} items on {num_packs} packs exceed the packing keys: pack fewer items per call")
     items_per_pack = num_items // num_packs
+    signed = bool((sorted_loads[:, -1] < 0).any())  # else pack weights are sums from +0.0 of loads >= -0.0: >= +0.0
     zero = sorted_loads == 0
     row_end = num_items - np.where(zero[:, -1], zero.sum(axis=1), 0)  # (rows,) where the zero tail starts
     width = num_items + num_packs  # a step reads and writes up to num_packs positions past its start
@@ -89,16 +93,18 @@ def _greedy_slots(sorted_loads: np.ndarray, num_packs: int) -> np.ndarray:
         keys.sort(axis=1)  # (rows, packs) lightest first, lowest index on ties; full packs last
         pack = (keys >> PACK_SHIFT) & (2**20 - 1)
         count = keys & COUNT_MASK
-        pack_weight = _ordered_bits((keys >> 32).astype(np.int32)).view(np.float32)
+        pack_weight = _ordered_bits((keys >> 32).astype(np.int32), signed).view(np.float32)
         at = (rows * width + position)[:, None] + packs  # (rows, packs) flat positions of the next items
         updated = pack_weight + load_flat[at]  # float32, as the one-at-a-time sum
         full = count == items_per_pack - 1
-        updated_bits = np.where(full, FULL_BITS, _ordered_bits(updated)).astype(np.int64)
+        updated_bits = _ordered_bits(updated, signed).astype(np.int64)
+        np.putmask(updated_bits, full, FULL_BITS)
         updated_keys = (updated_bits << 32) | ((keys & LOW_MASK) + 1)
         # Item k follows when every pack updated before it stays above pack k (and pack k is open, item k exists).
-        follows = np.minimum.accumulate(updated_keys[:, :-1], axis=1) > keys[:, 1:]
-        follows &= packs[1:] < np.minimum(open_packs, end - position)[:, None]
-        step = np.logical_and.accumulate(follows, axis=1).sum(axis=1) + 1  # (rows,) items placed this step
+        follows = np.zeros(keys.shape, dtype=bool)  # the last column stays False: a step ends there at the latest
+        np.greater(np.minimum.accumulate(updated_keys[:, :-1], axis=1), keys[:, 1:], out=follows[:, :-1])
+        follows[:, :-1] &= packs[1:] < np.minimum(open_packs, end - position)[:, None]
+        step = follows.argmin(axis=1) + 1  # (rows,) items placed this step: up to the first that does not follow
         taken = packs < step[:, None]
         slot_flat[at] = pack * items_per_pack + count  # positions past the step are rewritten by later steps
         keys = np.where(taken, updated_keys, keys)
