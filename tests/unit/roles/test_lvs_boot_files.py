@@ -129,8 +129,8 @@ EVERYTHING = [
         pytest.param(None, [], False, EVERYTHING, id="by hand, no keepalived pid file"),
     ],
 )
-def test_cleanup_removes_only_what_this_keepalived_left_after_a_crash(render, tmp_path, service_result, daemon_args,
-                                                                     vrrp_only, expected):
+def test_cleanup_removes_only_what_this_keepalived_left_after_a_crash(
+        render, tmp_path, service_result, daemon_args, vrrp_only, expected):
     script = render_cleanup(render, tmp_path, vrrp_only=vrrp_only, daemon_args=daemon_args)
     assert shell_problems(script) == ""
     assert run_cleanup(script, tmp_path, service_result) == expected

@@ -35,8 +35,8 @@ def settings(host, **overrides):
         "state": "MASTER" if host == "dir1" else "BACKUP",
         "priority": 150 if host == "dir1" else 100,
         "vrrp_instances": [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}],
-        "virtual_servers": [{"address": VIP, "port": 80, "real_servers": [{"address": "198.18.0.21", "weight": 3},
-                                                                           {"address": "198.18.0.22"}]}],
+        "virtual_servers": [{"address": VIP, "port": 80,
+                             "real_servers": [{"address": "198.18.0.21", "weight": 3}, {"address": "198.18.0.22"}]}],
         "vrrp_only": False,
         "own_addresses": ["198.18.0.11" if host == "dir1" else "198.18.0.12"],
         "known_interfaces": ["eth0", "lo"],
@@ -260,8 +260,8 @@ def test_every_script_the_config_runs_is_looked_up_once():  # 1
         vrrp_scripts=[{"name": "chk", "script": "/usr/local/sbin/chk --fast"}],
         vrrp_instances=[{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP],
                          "notify_master": "/usr/local/sbin/notify master", "notify": "/usr/local/sbin/notify"}],
-        virtual_servers=service(quorum_down="/usr/local/sbin/page", check={"type": "MISC_CHECK",
-                                                                          "misc_path": "/usr/local/sbin/chk"},
+        virtual_servers=service(quorum_down="/usr/local/sbin/page",
+                                check={"type": "MISC_CHECK", "misc_path": "/usr/local/sbin/chk"},
                                 real_servers=[{"address": "198.18.0.21", "notify_down": "/usr/local/sbin/rs down"}]),
     ))
     assert [entry["path"] for entry in lvs_director_script_paths(config)] == [
