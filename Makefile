@@ -29,7 +29,8 @@ REPORT_DIR ?= $(ROOT)/report
 APT_REQUIREMENTS := $(ROOT)/requirements/apt.txt
 APT_TESTED := $(ROOT)/requirements/apt-tested.txt
 APT_STAMP := $(WORK)/stamps/apt.$(shell cat $(APT_REQUIREMENTS) | md5sum | cut -c1-12)
-VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(ROOT)/requirements/*.txt $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
+# Only the pip files: a new tested Debian version (apt-tested.txt) must not reinstall the virtualenv.
+VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(filter-out $(APT_REQUIREMENTS) $(APT_TESTED),$(wildcard $(ROOT)/requirements/*.txt)) $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 GET_PIP := $(WORK)/home/.ansible/test/cache/get_pip_24_2.py
 
 # The test folders and scenarios `make test` runs. A missing one fails the build: a renamed folder must not turn CI
