@@ -14,7 +14,6 @@ exit 2 with a one-line explanation on stderr.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -22,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+# Run by path, so this folder is on sys.path: one sha256 helper for the wheel and the wheelhouse plan.
+from plan_wheelhouse import sha256_of
 
 # 1980-01-01, the earliest time a zip entry can carry.
 FIXED_SOURCE_DATE_EPOCH = "315532800"
@@ -31,14 +33,6 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".pytest_
 
 class BuildError(Exception):
     """A problem the user can fix; the message says what and how."""
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def copy_sources(source: Path, scratch: Path) -> None:
