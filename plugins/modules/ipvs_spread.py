@@ -92,6 +92,13 @@ options:
       - The kernel's C(CONFIG_HZ); C(/proc/net/ip_vs) prints the persistence timeout in jiffies. Debian uses 250.
     type: int
     default: 250
+  real_server_names:
+    description:
+      - Names to show for real server addresses, C(address: name), for example the inventory hostnames of the real
+        servers. Each real server's C(name) and the summary line use them; addresses without a name are shown as
+        they are.
+    type: dict
+    default: {}
 notes:
   - The spread says little with few connections; send at least some hundred connections through a virtual service
     before trusting the verdict. Real servers with weight 0 are quiesced and left out of the verdict.
@@ -327,6 +334,11 @@ services:
           returned: always
           type: str
           sample: 198.18.0.11
+        name:
+          description: The name given for this address in I(real_server_names), else null.
+          returned: always
+          type: str
+          sample: urs1
         port:
           description: Real server port.
           returned: always
@@ -442,6 +454,18 @@ GRADED = {
 SUMMARY_KEYS = ("count", "total", "mean", "min", "max", "max_over_mean", "min_over_max", "cv", "cv_grade",
                 "idle_count", "idle_share", "hot_count", "hot_share")
 VERDICT_WORDS = {True: "balanced", False: "NOT balanced", None: "no load to judge"}
+# The unit of each metric in the summary's split ("urs1 90 / urs2 30 of 120 connections").
+METRIC_UNITS = {
+    "conns": "connections",
+    "conns_rate": "new connections/s",
+    "conn_overhead": "weighted connections",
+    "current_conns": "connections",
+    "active_conns": "active connections",
+    "in_packets": "packets",
+    "in_bytes": "bytes",
+}
+# A longer split does not fit one line; the services' real_servers hold every figure.
+SPLIT_MAX_SERVERS = 8
 
 
 def _read_proc(module, proc_net_path, kernel_hz):
@@ -588,6 +612,7 @@ def _report_service(service, options, warn):
     total = stats["total"]  # load on the servers with weight > 0
     for index, server in enumerate(servers):
         deviation = stats["deviations"][index]
+        server["name"] = (options.get("names") or {}).get(server["address"])
         server["load"] = loads[index]
         server["share"] = loads[index] / total if total and weights[index] > 0 else None
         server["expected_share"] = shares[index]
@@ -613,13 +638,37 @@ def _report_service(service, options, warn):
     return report
 
 
+def _split_text(report):
+    """'urs1 90 / urs2 30 of 120 connections': what each real server carried, by name where one was given."""
+    servers = report["real_servers"]
+    if not servers or len(servers) > SPLIT_MAX_SERVERS:
+        return None
+    loads = [server["load"] or 0 for server in servers]
+    parts = [f"{server['name'] or server['address']} {load:g}" for server, load in zip(servers, loads)]
+    return f"split {' / '.join(parts)} of {sum(loads):g} {METRIC_UNITS[report['metric']]}"
+
+
 def _summary_line(report, threshold_percent):
     line = (f"{report['name']} ({report['scheduler']}): {VERDICT_WORDS[report['balanced']]}, "
             f"{len(report['real_servers'])} real servers")
+    split = _split_text(report)
+    if split:
+        line += f", {split}"
     if report["max_abs_deviation_percent"] is not None:
         line += (f", worst deviation {report['max_abs_deviation_percent']:.1f} % (limit {threshold_percent:g} %), "
                  f"CV {report['spread']['cv'] or 0.0:.3f}")
     return line + f"; graded {report['graded']}"
+
+
+def _real_server_names(names):
+    """{address: name} with addresses in the table's spelling (IPv6 compressed, no brackets)."""
+    spelled = {}
+    for address, name in (names or {}).items():
+        try:
+            spelled[str(ipaddress.ip_address(str(address).strip("[]")))] = str(name)
+        except ValueError:
+            spelled[str(address)] = str(name)
+    return spelled
 
 
 def _read_table(module, source, ipvsadm, params):
@@ -660,6 +709,7 @@ def main():
             threshold_percent=dict(type="float", default=15.0),
             proc_net_path=dict(type="path", default="/proc/net"),
             kernel_hz=dict(type="int", default=250),
+            real_server_names=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -701,7 +751,7 @@ def main():
     selected = [service for service in table["services"]
                 if _matches(service, address, params["virtual_port"], params["fwmark"])]
     options = {"metric": metric, "has_counters": has_counters, "window_s": window_s,
-               "threshold_percent": threshold_percent}
+               "threshold_percent": threshold_percent, "names": _real_server_names(params["real_server_names"])}
     reports = [_report_service(service, options, module.warn) for service in selected]
     judged = [report["balanced"] for report in reports if report["balanced"] is not None]
     module.exit_json(

@@ -80,10 +80,11 @@ def test_proc_snapshot_spread_and_verdicts(run_module, snapshot):
         "only 4 current_conns over 2 real servers: too few to judge the spread",
     ]
     assert result["summary"] == [
-        "TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 3.0 % (limit 15 %), CV 0.030; graded "
-        "current connections (active + inactive)",
-        "UDP 198.18.0.100:53 (rr): NOT balanced, 3 real servers, worst deviation 25.0 % (limit 15 %), CV 0.200; graded "
-        "current connections (active + inactive)",
+        "TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, split 198.18.0.11 52 / 198.18.0.12 49 of 101 "
+        "connections, worst deviation 3.0 % (limit 15 %), CV 0.030; graded current connections (active + inactive)",
+        "UDP 198.18.0.100:53 (rr): NOT balanced, 3 real servers, split 198.18.0.11 3 / 198.18.0.12 1 / 198.18.0.13 0 "
+        "of 4 connections, worst deviation 25.0 % (limit 15 %), CV 0.200; graded current connections (active + "
+        "inactive)",
     ]
 
 
@@ -289,6 +290,16 @@ def test_a_window_without_new_connections_grades_the_counters_and_says_so(run_mo
 ])
 def test_auto_grades_what_each_scheduler_balances(scheduler, metric, counters, window_s):
     assert ipvs_spread.service_metric(scheduler, "auto", counters, window_s) == metric
+
+
+def test_the_summary_shows_the_split_by_the_names_given_for_the_addresses(run_module, replay_readings):
+    replay_readings(WRR_LIST, [(90, 30), (90, 30)])
+    _failed, result = run_module(ipvs_spread, {"source": "ipvsadm",
+                                               "real_server_names": {"198.18.0.31": "urs1", "198.18.0.32": "urs2"}})
+    (service,) = result["services"]
+    assert [server["name"] for server in service["real_servers"]] == ["urs1", "urs2"]
+    assert "balanced, 2 real servers, split urs1 90 / urs2 30 of 120 connections, worst deviation 0.0 %" in (
+        result["summary"][0])
 
 
 def test_conns_rate_needs_a_window(run_module, replay_readings):
