@@ -1,23 +1,42 @@
-"""Mistakes in one LVS real server's settings, found before the lvs_realserver role changes anything.
+"""Mistakes in one LVS real server's settings, found before the lvs_realserver role changes anything, and the VIPs to
+add to or remove from ``lo``.
 
 In DR mode a real server holds each VIP on ``lo`` and must never answer or announce ARP for it; a wrong value here
 does not fail loudly, it poisons the switch's and the clients' ARP tables and the service goes dark. So the values that
 keep the host quiet are checked, and every message names the host, the variable and the fix.
+
+IPv6 VIPs need no ARP setting: Linux answers a neighbour solicitation only for an address of the interface it came in
+on. ``ndisc_recv_ns()`` (net/ipv6/ndisc.c) looks the target up with ``ipv6_get_ifaddr(dev_net(dev), &msg->target,
+dev, 1)``, and with ``strict`` set ``ipv6_get_ifaddr()`` (net/ipv6/addrconf.c) matches only an address on ``dev``
+itself; the proxy paths after it answer only with ``proxy_ndp`` on or an anycast address. A v6 VIP on ``lo`` is
+therefore never answered for on the NIC, and a v6 VIP on another interface is as wrong as a v4 one.
+
+Addresses are compared in ipaddress's normal form: ``fd00:0::1`` is ``fd00::1``, as ``ip`` prints it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.hpc.balance.plugins.filter.lvs_sysctl import parse_sysctl_output
+from ansible_collections.hpc.balance.plugins.module_utils._booleans import BooleanInputError, read_boolean
 
 # arp_ignore 1: answer only for addresses on the interface asked; 2: and only from the same subnet.
 ARP_IGNORE_QUIET = (1, 2)
 # arp_announce 2: always use the best local address of the outgoing interface, never a VIP on lo.
 ARP_ANNOUNCE_QUIET = (2,)
 PORT_RANGE = (1, 65535)
+# The kernel settings that must allow IPv6 on lo for a v6 VIP (read with sysctl -e; absent without IPv6).
+IPV6_SWITCHES = ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6")
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-def _as_int(value):
+def _as_int(value: Any) -> Any:
     """Whole numbers given as text (extra vars, templated values) count as numbers."""
     try:
         return int(value)
@@ -25,7 +44,20 @@ def _as_int(value):
         return value
 
 
-def _vip_problem(host, vip):
+def _address(text: Any) -> Address | None:
+    """The address in ``text`` (a prefix is ignored), or None when it is not one."""
+    try:
+        return ipaddress.ip_interface(str(text).strip()).ip
+    except ValueError:
+        return None
+
+
+def _interfaces(listing: Any) -> list[dict[str, Any]]:
+    """``ip -j addr show`` as text or already parsed -> one dict per interface."""
+    return (json.loads(listing) if isinstance(listing, str) else listing) or []
+
+
+def _vip_problem(host: str, vip: str) -> str | None:
     try:
         interface = ipaddress.ip_interface(str(vip).strip())
     except ValueError:
@@ -38,63 +70,101 @@ def _vip_problem(host, vip):
     return None
 
 
-def _vips_elsewhere(host, vips, addresses):
-    """A VIP held on another interface (left there by a former director, say) makes this host answer ARP for it."""
+def _vips_elsewhere(host: str, vips: list[Address], addresses: Any) -> list[str]:
+    """A VIP held on another interface (left there by a former director, say) makes this host answer ARP (v4) or
+    neighbour solicitations (v6) for it there."""
     if addresses is None:
         return []
-    interfaces = json.loads(addresses) if isinstance(addresses, str) else addresses
     found = []
-    for interface in interfaces or []:
+    for interface in _interfaces(addresses):
         name = interface.get("ifname")
         for address in interface.get("addr_info", []):
-            if address.get("local") not in vips or name == "lo":
+            if name == "lo" or _address(address.get("local")) not in vips:
                 continue
+            answers = "neighbour solicitations" if address.get("family") == "inet6" else "ARP"
+            cidr = f"{address['local']}/{address['prefixlen']}"
             found.append(
-                f"{host}: {address['local']} (lvs_realserver_vips) is also on {name} as "
-                f"{address['local']}/{address['prefixlen']}, so this host answers ARP for it there and takes the "
-                f"VIP's traffic from the director; remove it (ip addr del {address['local']}/{address['prefixlen']} "
-                f"dev {name}) and keep it only on lo"
+                f"{host}: {address['local']} (lvs_realserver_vips) is also on {name} as {cidr}, so this host answers "
+                f"{answers} for it there and takes the VIP's traffic from the director; remove it "
+                f"(ip addr del {cidr} dev {name}) and keep it only on lo"
             )
     return found
 
 
-def lvs_realserver_problems(settings):
+def _ipv6_problems(host: str, vips: list[Address], ipv6_sysctls: Any) -> list[str]:
+    """A v6 VIP on a host whose kernel has no IPv6, or has it switched off on lo, cannot be added."""
+    v6 = ", ".join(str(vip) for vip in vips if vip.version == 6)
+    if not v6 or ipv6_sysctls is None:
+        return []
+    current = parse_sysctl_output(ipv6_sysctls)
+    if not current:
+        return [
+            f"{host}: lvs_realserver_vips has {v6} (IPv6), but this host's kernel has no IPv6 (no /proc/sys/net/ipv6; "
+            "booted with ipv6.disable=1?); enable IPv6 or list only IPv4 VIPs"
+        ]
+    return [
+        f"{host}: lvs_realserver_vips has {v6} (IPv6), but {key} is {current[key]} here; set it to 0 (sysctl -w "
+        f"{key}=0, and in /etc/sysctl.d) or list only IPv4 VIPs"
+        for key in IPV6_SWITCHES
+        if _as_int(current.get(key, 0)) != 0
+    ]
+
+
+def _boolean_problems(host: str, settings: dict[str, Any]) -> list[str]:
+    """Booleans the user sets must read as booleans: "false" from -e or an INI inventory is False, "flase" is wrong."""
+    problems = []
+    for key in ("loose_rp_filter",):
+        try:
+            read_boolean(settings.get(key), f"{host}: lvs_realserver_{key}")
+        except BooleanInputError as error:
+            problems.append(str(error))
+    return problems
+
+
+def _interface_problems(host: str, interface: str, known: list[str] | None) -> list[str]:
+    if not interface:
+        return [
+            f"{host}: lvs_realserver_interface is empty (no default IPv4 route in the facts); set it to the NIC "
+            "that faces the directors and clients"
+        ]
+    if known is not None and interface not in known:
+        return [
+            f"{host}: lvs_realserver_interface is {interface}, which this host does not have "
+            f"({', '.join(sorted(known))}); set it to the NIC that faces the directors and clients"
+        ]
+    return []
+
+
+def _vip_list_problems(host: str, vips: list[str], own_addresses: list[Any]) -> list[str]:
+    """No VIP, a VIP that is no single address, listed twice, or this host's own address."""
+    if not vips:
+        return [f"{host}: lvs_realserver_vips is empty; list the VIPs the directors send to this host"]
+    problems = [problem for problem in (_vip_problem(host, vip) for vip in vips) if problem]
+    parsed = [address for address in (_address(vip) for vip in vips) if address]
+    for vip in sorted({vip for vip in parsed if parsed.count(vip) > 1}, key=lambda a: (a.version, a)):
+        problems.append(f"{host}: lvs_realserver_vips lists {vip} more than once; keep one entry")
+    own = {_address(address) for address in own_addresses} - {None}
+    mine = sorted(own.intersection(parsed), key=lambda a: (a.version, a))
+    if mine:
+        problems.append(
+            f"{host}: lvs_realserver_vips has {', '.join(str(a) for a in mine)}, which is this host's own address; "
+            "a VIP is the service address the directors hold, not a real server's address"
+        )
+    return problems
+
+
+def lvs_realserver_problems(settings: dict[str, Any]) -> list[str]:
     """One real server's settings -> a list of sentences, each naming the host, the variable and the fix.
 
     settings -- host, vips, interface, known_interfaces (None when facts are not gathered), own_addresses,
-                arp_ignore, arp_announce, check_ports, addresses (``ip -j addr show`` as text or parsed; None when
+                arp_ignore, arp_announce, loose_rp_filter, check_ports, addresses (``ip -j addr show`` as text or
+                parsed; None when not read), ipv6_sysctls (what ``sysctl -e`` printed for IPV6_SWITCHES; None when
                 not read)
     """
     host = settings.get("host", "?")
-    problems = []
     vips = [str(vip) for vip in settings.get("vips") or []]
-    if not vips:
-        problems.append(f"{host}: lvs_realserver_vips is empty; list the VIPs the directors send to this host")
-    for vip in vips:
-        problem = _vip_problem(host, vip)
-        if problem:
-            problems.append(problem)
-    bare = [vip.split("/")[0] for vip in vips]
-    for vip in sorted({vip for vip in bare if bare.count(vip) > 1}):
-        problems.append(f"{host}: lvs_realserver_vips lists {vip} more than once; keep one entry")
-    own = sorted(set(bare).intersection(str(a) for a in settings.get("own_addresses") or []))
-    if own:
-        problems.append(
-            f"{host}: lvs_realserver_vips has {', '.join(own)}, which is this host's own address; a VIP is the "
-            "service address the directors hold, not a real server's address"
-        )
-    interface = str(settings.get("interface") or "")
-    known = settings.get("known_interfaces")
-    if not interface:
-        problems.append(
-            f"{host}: lvs_realserver_interface is empty (no default IPv4 route in the facts); set it to the NIC "
-            "that faces the directors and clients"
-        )
-    elif known is not None and interface not in known:
-        problems.append(
-            f"{host}: lvs_realserver_interface is {interface}, which this host does not have "
-            f"({', '.join(sorted(known))}); set it to the NIC that faces the directors and clients"
-        )
+    problems = _vip_list_problems(host, vips, settings.get("own_addresses") or [])
+    problems += _interface_problems(host, str(settings.get("interface") or ""), settings.get("known_interfaces"))
     for name, value, quiet in (
         ("arp_ignore", settings.get("arp_ignore"), ARP_IGNORE_QUIET),
         ("arp_announce", settings.get("arp_announce"), ARP_ANNOUNCE_QUIET),
@@ -104,7 +174,10 @@ def lvs_realserver_problems(settings):
                 f"{host}: lvs_realserver_{name} is {value!r}, which lets this host answer or announce ARP for the "
                 f"VIPs on lo and steal their traffic; use {' or '.join(str(v) for v in quiet)}"
             )
-    problems += _vips_elsewhere(host, bare, settings.get("addresses"))
+    problems += _boolean_problems(host, settings)
+    parsed = [address for address in (_address(vip) for vip in vips) if address]
+    problems += _vips_elsewhere(host, parsed, settings.get("addresses"))
+    problems += _ipv6_problems(host, parsed, settings.get("ipv6_sysctls"))
     for port in settings.get("check_ports") or []:
         port = _as_int(port)
         if not isinstance(port, int) or not PORT_RANGE[0] <= port <= PORT_RANGE[1]:
@@ -112,23 +185,42 @@ def lvs_realserver_problems(settings):
     return problems
 
 
-def lvs_realserver_vip_plan(ip_json, wanted, label):
+def lvs_realserver_vip_cidrs(vips: list[Any]) -> list[str]:
+    """The VIPs as ``ip`` writes them on lo: normal form with the full-length prefix (198.18.0.100/32, fd00::1/128)."""
+    cidrs = []
+    for vip in vips or []:
+        address = _address(vip)
+        if address is None:
+            raise AnsibleFilterError(
+                f"lvs_realserver_vip_cidrs: {vip!r} is not an IP address; write it as 198.18.0.100 or fd00::100"
+            )
+        cidrs.append(f"{address}/{address.max_prefixlen}")
+    return cidrs
+
+
+def _normal_cidr(cidr: str) -> str:
+    return ipaddress.ip_interface(str(cidr).strip()).with_prefixlen
+
+
+def lvs_realserver_vip_plan(ip_json: Any, wanted: list[str], label: str) -> dict[str, list[str]]:
     """What to change on lo, from ``ip -j addr show dev lo``: ``{"add": [cidr, ...], "remove": [cidr, ...]}``.
 
     ip_json -- the JSON text (or parsed list) ``ip -j addr show dev lo`` printed
-    wanted  -- the VIPs as CIDRs (198.18.0.100/32)
+    wanted  -- the VIPs as CIDRs (198.18.0.100/32, fd00::100/128)
     label   -- the label the role gives its VIPs; only addresses with it are ever removed, so addresses that others
-               put on lo stay
+               put on lo stay. IPv6 addresses carry no label, so a v6 VIP is added but never removed.
     """
-    interfaces = json.loads(ip_json) if isinstance(ip_json, str) else ip_json
     present, ours = set(), set()
-    for interface in interfaces or []:
+    for interface in _interfaces(ip_json):
         for address in interface.get("addr_info", []):
-            cidr = f"{address['local']}/{address['prefixlen']}"
+            cidr = _normal_cidr(f"{address['local']}/{address['prefixlen']}")
             present.add(cidr)
             if address.get("label") == label:
                 ours.add(cidr)
-    wanted = [str(cidr) for cidr in wanted]
+    try:
+        wanted = [_normal_cidr(cidr) for cidr in wanted]
+    except ValueError as error:
+        raise AnsibleFilterError(f"lvs_realserver_vip_plan: {error}; list the VIPs as 198.18.0.100/32") from None
     return {
         "add": [cidr for cidr in wanted if cidr not in present],
         "remove": sorted(ours - set(wanted)),
@@ -138,5 +230,9 @@ def lvs_realserver_vip_plan(ip_json, wanted, label):
 class FilterModule:
     """Filters of the lvs_realserver role."""
 
-    def filters(self):
-        return {"lvs_realserver_problems": lvs_realserver_problems, "lvs_realserver_vip_plan": lvs_realserver_vip_plan}
+    def filters(self) -> dict[str, Any]:
+        return {
+            "lvs_realserver_problems": lvs_realserver_problems,
+            "lvs_realserver_vip_cidrs": lvs_realserver_vip_cidrs,
+            "lvs_realserver_vip_plan": lvs_realserver_vip_plan,
+        }

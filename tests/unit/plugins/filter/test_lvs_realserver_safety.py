@@ -1,7 +1,9 @@
 """Issue 18 on the real servers: a VIP left on another interface (#16).
 
 The address listing follows `ip -j addr show` of iproute2 6.1 (Debian 12), captured on the lab's hosts: one object
-per interface with ``ifname`` and ``addr_info`` entries (``local``, ``prefixlen``, ``label``).
+per interface with ``ifname`` and ``addr_info`` entries (``local``, ``prefixlen``, ``label``); IPv6 entries have
+``family`` inet6 and no ``label``. The IPv6 switches follow ``sysctl -e`` of procps 4.0.2 (Debian 12), which prints
+nothing for a key the kernel lacks.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ def interface(name, *addresses):
     return {"ifindex": 1, "ifname": name, "flags": ["UP"], "addr_info": [
         {"family": "inet", "local": local, "prefixlen": prefix, "scope": "global", "label": label}
         for local, prefix, label in addresses]}
+
+
+def interface6(name, *addresses):
+    return {"ifindex": 2, "ifname": name, "flags": ["UP"], "addr_info": [
+        {"family": "inet6", "local": local, "prefixlen": prefix, "scope": "global"} for local, prefix in addresses]}
 
 
 def settings(addresses):
@@ -50,4 +57,58 @@ def test_a_vip_on_another_interface_is_refused_with_the_command_that_removes_it(
 def test_without_the_address_listing_the_check_is_skipped():
     found = settings([])
     found["addresses"] = None
+    assert lvs_realserver_problems(found) == []
+
+
+def settings6(addresses=(), ipv6_sysctls=None):
+    found = settings(list(addresses))
+    found["vips"] = ["198.18.0.100", "fd00::100"]
+    found["ipv6_sysctls"] = ipv6_sysctls
+    return found
+
+
+@pytest.mark.parametrize(
+    ("addresses", "expected"),
+    [
+        pytest.param([interface6("lo", ("fd00::100", 128)), interface6("eth0", ("fd00::21", 64))], [],
+                     id="IPv6 VIP only on lo"),
+        pytest.param([interface6("eth0", ("fd00::21", 64), ("fd00:0:0::100", 64))],
+                     ["rs1: fd00:0:0::100 (lvs_realserver_vips) is also on eth0 as fd00:0:0::100/64, so this host "
+                      "answers neighbour solicitations for it there and takes the VIP's traffic from the director; "
+                      "remove it (ip addr del fd00:0:0::100/64 dev eth0) and keep it only on lo"],
+                     id="IPv6 VIP on eth0, spelled differently"),
+    ],
+)
+def test_an_ipv6_vip_on_another_interface_is_refused_with_the_command_that_removes_it(addresses, expected):
+    assert lvs_realserver_problems(settings6(addresses)) == expected
+
+
+ALL_ON = "net.ipv6.conf.all.disable_ipv6 = 0\nnet.ipv6.conf.lo.disable_ipv6 = 0\n"
+
+
+@pytest.mark.parametrize(
+    ("ipv6_sysctls", "expected"),
+    [
+        pytest.param(ALL_ON, [], id="IPv6 on"),
+        pytest.param(None, [], id="not read"),
+        pytest.param("", ["rs1: lvs_realserver_vips has fd00::100 (IPv6), but this host's kernel has no IPv6 (no "
+                          "/proc/sys/net/ipv6; booted with ipv6.disable=1?); enable IPv6 or list only IPv4 VIPs"],
+                     id="kernel without IPv6"),
+        pytest.param(ALL_ON.replace("all.disable_ipv6 = 0", "all.disable_ipv6 = 1"),
+                     ["rs1: lvs_realserver_vips has fd00::100 (IPv6), but net.ipv6.conf.all.disable_ipv6 is 1 here; "
+                      "set it to 0 (sysctl -w net.ipv6.conf.all.disable_ipv6=0, and in /etc/sysctl.d) or list only "
+                      "IPv4 VIPs"], id="IPv6 disabled on all"),
+        pytest.param(ALL_ON.replace("lo.disable_ipv6 = 0", "lo.disable_ipv6 = 1"),
+                     ["rs1: lvs_realserver_vips has fd00::100 (IPv6), but net.ipv6.conf.lo.disable_ipv6 is 1 here; "
+                      "set it to 0 (sysctl -w net.ipv6.conf.lo.disable_ipv6=0, and in /etc/sysctl.d) or list only "
+                      "IPv4 VIPs"], id="IPv6 disabled on lo"),
+    ],
+)
+def test_an_ipv6_vip_on_a_host_without_ipv6_is_refused(ipv6_sysctls, expected):
+    assert lvs_realserver_problems(settings6(ipv6_sysctls=ipv6_sysctls)) == expected
+
+
+def test_a_host_without_ipv6_is_fine_when_every_vip_is_ipv4():
+    found = settings([])
+    found["ipv6_sysctls"] = ""
     assert lvs_realserver_problems(found) == []
