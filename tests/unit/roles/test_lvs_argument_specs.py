@@ -35,7 +35,7 @@ def test_preflight_entry_point_takes_the_same_variables(role):
 
 
 def test_director_sub_option_defaults_are_the_ones_the_resolve_filter_fills_in():
-    from ansible_collections.hpc.balance.plugins.filter import lvs_director as model
+    from ansible_collections.hpc.balance.plugins.module_utils import _lvs_director_config as model
 
     options = spec("lvs_director")
 

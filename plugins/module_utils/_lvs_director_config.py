@@ -1,0 +1,273 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lvs_director role's config model, first room: one director's role variables -> its complete config.
+
+``resolve`` fills in every default once (each VRRP instance gets the host's interface, state, priority, version and
+advert interval unless it sets its own; each real server the service's port and check), turns numbers into numbers and
+VIPs into addresses with a prefix length. The role's template renders only its result, and
+``_lvs_director_problems`` checks it. A value it cannot read raises ``LvsDirectorConfigError`` naming the variable;
+the filter plugin turns that into an AnsibleFilterError.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+INSTANCE_DEFAULTS = {
+    "auth_pass": None,
+    "nopreempt": False,
+    "preempt_delay_s": None,
+    "unicast_src_ip": None,
+    "unicast_peers": None,
+    "track_scripts": [],
+    "track_interfaces": [],
+    "notify": None,
+    "notify_master": None,
+    "notify_backup": None,
+    "notify_fault": None,
+}
+NOTIFY_KEYS = ("notify_master", "notify_backup", "notify_fault", "notify")
+VRRP_SCRIPT_DEFAULTS = {"interval_s": 1, "timeout_s": None, "fall": None, "rise": None, "weight": None}
+VIRTUAL_SERVER_DEFAULTS = {
+    "protocol": "TCP",
+    "lvs_sched": "wlc",
+    "lvs_method": "DR",
+    "persistence_timeout_s": None,
+    "persistence_granularity": None,
+    "quorum": None,
+    "hysteresis": None,
+    "quorum_up": None,
+    "quorum_down": None,
+    "sorry_server": None,
+    "sorry_server_inhibit": False,
+    "alpha": False,
+    "virtualhost": None,
+    "delay_loop_s": 6,
+}
+REAL_SERVER_SCRIPT_KEYS = ("notify_up", "notify_down")
+CHECK_DEFAULTS = {
+    "type": None,
+    "connect_timeout_s": 3,
+    "retry": 3,
+    "delay_before_retry_s": 2,
+    "connect_port": None,
+    "url_path": "/",
+    "status_code": "200-299",
+    "virtualhost": None,
+    "misc_path": None,
+    "misc_timeout_s": None,
+    "require_reply": False,
+    "payload_hex": None,
+    "dns_type": None,
+    "dns_name": None,
+}
+CHECK_TYPES = ("TCP_CHECK", "HTTP_GET", "SSL_GET", "UDP_CHECK", "DNS_CHECK", "PING_CHECK", "MISC_CHECK", "none")
+# The check a service gets when it names none: a connect for TCP (and SCTP), a UDP probe for UDP.
+DEFAULT_CHECK_BY_PROTOCOL = {"TCP": "TCP_CHECK", "SCTP": "TCP_CHECK", "UDP": "UDP_CHECK"}
+
+
+class LvsDirectorConfigError(ValueError):
+    """A role variable that cannot be read (not a number, not an address); the message names it and the fix."""
+
+
+def _number(value, what):
+    """An int when the value is whole (so 1 renders as 1, not 1.0), else a float; LvsDirectorConfigError otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: {what} must be a number, got {value!r}") from None
+    return int(number) if number.is_integer() else number
+
+
+def _int(value, what):
+    number = _number(value, what)
+    if not isinstance(number, int):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: {what} must be a whole number, got {value!r}")
+    return number
+
+
+def _optional(value, convert, what):
+    return None if value is None or value == "" else convert(value, what)
+
+
+def _cidr(address, what):
+    """'198.18.0.100' -> '198.18.0.100/32'; keeps a given prefix length."""
+    try:
+        interface = ipaddress.ip_interface(str(address).strip())
+    except ValueError:
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: {what} {address!r} is not an IP address (write it as 198.18.0.100 or "
+            "198.18.0.100/32)"
+        ) from None
+    return interface.with_prefixlen
+
+
+def _resolve_check(check, default, what, protocol="TCP"):
+    merged = dict(default)
+    merged.update({key: value for key, value in (check or {}).items() if value is not None})
+    merged["type"] = str(merged["type"] or DEFAULT_CHECK_BY_PROTOCOL.get(protocol, "TCP_CHECK"))
+    if merged["type"] not in CHECK_TYPES:
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: {what}.type is {merged['type']!r}; use one of {CHECK_TYPES}"
+        )
+    # misc_timeout is a whole number in keepalived 2.2.7: kept as given, lvs_director_problems names a fraction.
+    for key in ("connect_timeout_s", "delay_before_retry_s", "misc_timeout_s"):
+        merged[key] = _optional(merged[key], _number, f"{what}.{key}")
+    for key in ("retry", "connect_port"):
+        merged[key] = _optional(merged[key], _int, f"{what}.{key}")
+    merged["status_code"] = " ".join(str(merged["status_code"]).split())
+    merged["require_reply"] = bool(merged["require_reply"])
+    return merged
+
+
+def _resolve_instance(instance, host_defaults, index):
+    what = f"lvs_director_vrrp_instances[{index}]"
+    if not isinstance(instance, dict) or not instance.get("name"):
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: {what} needs at least name, virtual_router_id, virtual_ipaddresses"
+        )
+    what = f"lvs_director_vrrp_instances[{instance['name']}]"
+    resolved = dict(INSTANCE_DEFAULTS)
+    resolved.update(host_defaults)
+    resolved.update({key: value for key, value in instance.items() if value is not None})
+    resolved["name"] = str(resolved["name"])
+    resolved["state"] = str(resolved["state"]).upper()
+    resolved["virtual_router_id"] = _int(resolved.get("virtual_router_id"), f"{what}.virtual_router_id")
+    resolved["priority"] = _int(resolved["priority"], f"{what}.priority")
+    resolved["vrrp_version"] = _int(resolved["vrrp_version"], f"{what}.vrrp_version")
+    resolved["advert_int_s"] = _number(resolved["advert_int_s"], f"{what}.advert_int_s")
+    resolved["preempt_delay_s"] = _optional(resolved["preempt_delay_s"], _number, f"{what}.preempt_delay_s")
+    resolved["nopreempt"] = bool(resolved["nopreempt"])
+    resolved["auth_pass"] = None if resolved["auth_pass"] in (None, "") else str(resolved["auth_pass"])
+    resolved["virtual_ipaddresses"] = [
+        _cidr(address, f"{what}.virtual_ipaddresses") for address in resolved.get("virtual_ipaddresses") or []
+    ]
+    if resolved["unicast_peers"] is not None:
+        resolved["unicast_peers"] = [str(peer) for peer in resolved["unicast_peers"]]
+    resolved["track_scripts"] = [str(name) for name in resolved["track_scripts"]]
+    resolved["track_interfaces"] = [str(name) for name in resolved["track_interfaces"]]
+    for key in NOTIFY_KEYS:
+        resolved[key] = None if resolved[key] in (None, "") else str(resolved[key])
+    return resolved
+
+
+def _resolve_virtual_server(server, index, inhibit_on_failure=True):
+    port = server.get("port") if isinstance(server, dict) else None
+    what = f"lvs_director_virtual_servers[{index}]"
+    if port is None or not server.get("address"):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: {what} needs address, port and real_servers")
+    resolved = dict(VIRTUAL_SERVER_DEFAULTS, inhibit_on_failure=inhibit_on_failure)
+    resolved.update({key: value for key, value in server.items() if value is not None})
+    resolved["address"] = str(resolved["address"])
+    resolved["port"] = _int(resolved["port"], f"{what}.port")
+    what = f"lvs_director_virtual_servers[{resolved['address']}:{resolved['port']}]"
+    resolved["protocol"] = str(resolved["protocol"]).upper()
+    resolved["lvs_sched"] = str(resolved["lvs_sched"])
+    resolved["lvs_method"] = str(resolved["lvs_method"]).upper()
+    resolved["delay_loop_s"] = _number(resolved["delay_loop_s"], f"{what}.delay_loop_s")
+    resolved["persistence_timeout_s"] = _optional(
+        resolved["persistence_timeout_s"], _int, f"{what}.persistence_timeout_s"
+    )
+    for key in ("quorum", "hysteresis"):
+        resolved[key] = _optional(resolved[key], _int, f"{what}.{key}")
+    for key in ("inhibit_on_failure", "sorry_server_inhibit", "alpha"):
+        resolved[key] = bool(resolved[key])
+    for key in ("persistence_granularity", "quorum_up", "quorum_down", "virtualhost"):
+        resolved[key] = None if resolved[key] in (None, "") else str(resolved[key])
+    if resolved["sorry_server"]:
+        sorry = resolved["sorry_server"]
+        resolved["sorry_server"] = {
+            "address": str(sorry["address"]),
+            "port": _int(sorry["port"] if sorry.get("port") is not None else resolved["port"],
+                         f"{what}.sorry_server.port"),
+        }
+    check = _resolve_check(server.get("check"), CHECK_DEFAULTS, f"{what}.check", resolved["protocol"])
+    resolved["check"] = check
+    real_servers = []
+    for real in server.get("real_servers") or []:
+        real_what = f"{what}.real_servers[{real.get('address')}]"
+        real_servers.append(
+            {
+                "address": str(real["address"]),
+                "port": _int(real.get("port") if real.get("port") is not None else resolved["port"],
+                             f"{real_what}.port"),
+                "weight": _int(real.get("weight") if real.get("weight") is not None else 1, f"{real_what}.weight"),
+                "notify_up": None if not real.get("notify_up") else str(real["notify_up"]),
+                "notify_down": None if not real.get("notify_down") else str(real["notify_down"]),
+                "check": _resolve_check(real.get("check"), check, f"{real_what}.check", resolved["protocol"]),
+            }
+        )
+    resolved["real_servers"] = real_servers
+    return resolved
+
+
+def _resolve_script(script, index):
+    if not isinstance(script, dict) or not script.get("name") or not script.get("script"):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: lvs_director_vrrp_scripts[{index}] needs name and script")
+    resolved = dict(VRRP_SCRIPT_DEFAULTS)
+    resolved.update({key: value for key, value in script.items() if value is not None})
+    what = f"lvs_director_vrrp_scripts[{script['name']}]"
+    # Kept as given (0.5 stays 0.5): lvs_director_problems names a fraction keepalived 2.2.7 cannot read.
+    resolved["interval_s"] = _number(resolved["interval_s"], f"{what}.interval_s")
+    resolved["timeout_s"] = _optional(resolved["timeout_s"], _number, f"{what}.timeout_s")
+    for key in ("fall", "rise", "weight"):
+        resolved[key] = _optional(resolved[key], _int, f"{what}.{key}")
+    return resolved
+
+
+def resolve(settings):
+    """One director's role variables -> its complete config (every default filled in, numbers as numbers).
+
+    settings -- a dict of the role variables without the prefix: host, router_id, interface, priority, state,
+                advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, virtual_servers, clients_behind_nat,
+                vrrp_only, own_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
+                script_files (paths the role deploys), global_defs_extra
+    """
+    if not isinstance(settings, dict):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: expects a dict of settings, got {type(settings).__name__}")
+    host_defaults = {
+        "interface": str(settings.get("interface") or ""),
+        "priority": settings.get("priority", 100),
+        "state": settings.get("state", "BACKUP"),
+        "advert_int_s": settings.get("advert_int_s", 1),
+        "vrrp_version": settings.get("vrrp_version", 3),
+    }
+    return {
+        "host": str(settings.get("host", "")),
+        "router_id": str(settings.get("router_id") or settings.get("host", "")),
+        "interface": host_defaults["interface"],
+        "clients_behind_nat": bool(settings.get("clients_behind_nat", False)),
+        "vrrp_only": bool(settings.get("vrrp_only", False)),
+        "own_addresses": sorted({str(a) for a in settings.get("own_addresses") or [] if a}),
+        # None when unknown (facts not gathered): the checks that need them are then skipped.
+        "known_interfaces": None if settings.get("known_interfaces") is None else list(settings["known_interfaces"]),
+        "ipvs_available": bool(settings.get("ipvs_available", True)),
+        "vrrp_instances": [
+            _resolve_instance(instance, host_defaults, index)
+            for index, instance in enumerate(settings.get("vrrp_instances") or [])
+        ],
+        "vrrp_scripts": [_resolve_script(script, i) for i, script in enumerate(settings.get("vrrp_scripts") or [])],
+        "virtual_servers": [
+            _resolve_virtual_server(server, index, bool(settings.get("inhibit_on_failure", True)))
+            for index, server in enumerate(settings.get("virtual_servers") or [])
+        ],
+        # None when unknown: the checks that compare with them are then skipped.
+        "sysctls": None if settings.get("sysctls") is None else dict(settings["sysctls"]),
+        "lvs_timeouts": _resolve_timeouts(settings.get("lvs_timeouts")),
+        "max_auto_priority": _optional(settings.get("max_auto_priority"), _int, "lvs_director_max_auto_priority"),
+        "script_files": sorted({str(path) for path in settings.get("script_files") or []}),
+        # {path: stat result} of every script the config names, added by the role's preflight (None: not looked).
+        "script_stats": settings.get("script_stats"),
+    }
+
+
+def _resolve_timeouts(timeouts):
+    """lvs_timeouts {tcp_s, tcpfin_s, udp_s} -> the same with whole numbers; None or {} when not set."""
+    resolved = {}
+    for key, value in (timeouts or {}).items():
+        if key not in ("tcp_s", "tcpfin_s", "udp_s"):
+            raise LvsDirectorConfigError(
+                f"lvs_director_resolve: lvs_director_lvs_timeouts.{key} is not a timeout; use tcp_s, tcpfin_s, udp_s"
+            )
+        resolved[key] = _optional(value, _number, f"lvs_director_lvs_timeouts.{key}")
+    return {key: value for key, value in resolved.items() if value is not None}

@@ -1,0 +1,542 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lvs_director role's config model, second room: mistakes across every director of a play.
+
+A keepalived pair fails in ways no single host can see: two nodes that both think they are MASTER, peers whose VRID
+or secret differ (each one then ignores the other and both hold the VIP), an intended master that a higher-priority
+backup outranks. keepalived itself accepts such configs, so the role checks them here, before any file changes.
+
+``problems`` reads the resolved configs (``_lvs_director_config.resolve``) of all directors of the play and returns
+``{"errors": [...], "warnings": [...]}``, one sentence each, naming the host, the variable and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import (
+    NOTIFY_KEYS,
+    REAL_SERVER_SCRIPT_KEYS,
+)
+from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_scripts import script_problems
+
+# keepalived caps a VRRPv2 password at 8 characters and silently ignores the rest.
+AUTH_PASS_MAX_CHARS = 8
+VRID_RANGE = (1, 255)
+PRIORITY_RANGE = (1, 255)
+# VRRPv2 carries the advert interval in whole seconds (1-255); VRRPv3 in centiseconds (12 bits: 0.01-40.95 s).
+ADVERT_INT_V2_RANGE_S = (1, 255)
+ADVERT_INT_V3_RANGE_S = (0.01, 40.95)
+# The only forwarding method the role sets up end to end (VIP on the real servers' lo, ARP kept quiet there).
+SUPPORTED_METHODS = ("DR",)
+# keepalived 2.2.7 reads these as whole seconds (read_unsigned_strvec in vrrp_parser.c / check_misc.c).
+WHOLE_SECOND_KEYS = ("interval_s", "timeout_s")
+# max_auto_priority takes -1 (off) to 99 (sched_get_priority_max(SCHED_RR)), keepalived.conf(5).
+MAX_AUTO_PRIORITY_RANGE = (-1, 99)
+# An unquoted # or ! starts a comment in keepalived's parser; a " ends a quoted string and cannot be escaped in
+# most keywords, a newline ends the line: such values are quoted (# !) or refused (" \ newline).
+COMMENT_CHARS = ("#", "!")
+UNQUOTABLE_CHARS = ('"', "\\", "\n", "\r")
+# Checks that speak TCP, and those that work for a UDP service (keepalived.conf(5): UDP_CHECK, DNS_CHECK over UDP,
+# PING_CHECK over ICMP, MISC_CHECK runs a program).
+TCP_ONLY_CHECKS = ("TCP_CHECK", "HTTP_GET", "SSL_GET")
+UDP_CHECKS = ("UDP_CHECK", "DNS_CHECK", "PING_CHECK", "MISC_CHECK", "none")
+# Schedulers that hash the client's source address (ipvs_spread warns about the same ones, _ipvs.py).
+SOURCE_HASH_SCHEDULERS = ("sh", "mh")
+# Keys of one virtual server that must be the same on every director that can hold its VIP.
+PEER_VIRTUAL_SERVER_KEYS = ("lvs_sched", "lvs_method", "persistence_timeout_s", "persistence_granularity",
+                            "quorum", "hysteresis", "sorry_server", "inhibit_on_failure", "delay_loop_s", "check",
+                            "real_servers")
+STATUS_CODE_PART = r"[1-5][0-9][0-9](-[1-5][0-9][0-9])?"
+
+
+def _problem(hosts, message):
+    """One finding: the hosts it concerns (each of them stops on it) and the sentence that names the fix."""
+    return {"hosts": sorted(set(hosts)), "message": message}
+
+
+def _instance_problems(host, config, instance):
+    key = f"{host}: lvs_director_vrrp_instances[{instance['name']}]"
+    found = []
+    vrid, priority, version = instance["virtual_router_id"], instance["priority"], instance["vrrp_version"]
+    if not VRID_RANGE[0] <= vrid <= VRID_RANGE[1]:
+        found.append(f"{key}.virtual_router_id is {vrid}; use a VRID from 1 to 255, the same on every peer")
+    if not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
+        found.append(
+            f"{key}.priority is {priority} (lvs_director_priority unless the instance sets it); use 1 to 255, "
+            "highest on the intended master"
+        )
+    known = config["known_interfaces"]
+    if not instance["interface"]:
+        found.append(
+            f"{key}.interface is empty (lvs_director_interface found no default IPv4 route); set "
+            "lvs_director_interface to the NIC that carries the VIPs"
+        )
+    elif known is not None and instance["interface"] not in known:
+        found.append(
+            f"{key}.interface is {instance['interface']}, which this host does not have "
+            f"({', '.join(sorted(known))}); set lvs_director_interface (or the instance's interface) to the NIC that "
+            "carries the VIPs"
+        )
+    if not instance["virtual_ipaddresses"]:
+        found.append(f"{key}.virtual_ipaddresses is empty; list the VIPs this instance moves")
+    if instance["auth_pass"] is not None:
+        if version == 3:
+            found.append(
+                f"{key}.auth_pass is set with vrrp_version 3, which has no authentication; remove auth_pass or use "
+                "vrrp_version 2"
+            )
+        elif len(instance["auth_pass"]) > AUTH_PASS_MAX_CHARS:
+            found.append(
+                f"{key}.auth_pass is {len(instance['auth_pass'])} characters but keepalived uses only the first "
+                f"{AUTH_PASS_MAX_CHARS}; use a secret of at most {AUTH_PASS_MAX_CHARS} characters"
+            )
+    advert = instance["advert_int_s"]
+    whole_seconds = isinstance(advert, int) and ADVERT_INT_V2_RANGE_S[0] <= advert <= ADVERT_INT_V2_RANGE_S[1]
+    if version == 2 and not whole_seconds:
+        found.append(
+            f"{key}.advert_int_s is {advert} with vrrp_version 2, which counts whole seconds (1-255); use a whole "
+            "number, or vrrp_version 3 for sub-second adverts"
+        )
+    if version == 3 and not ADVERT_INT_V3_RANGE_S[0] <= advert <= ADVERT_INT_V3_RANGE_S[1]:
+        found.append(f"{key}.advert_int_s is {advert}; VRRPv3 allows 0.01 to 40.95 seconds")
+    if instance["nopreempt"] and instance["state"] == "MASTER":
+        found.append(
+            f"{key}.nopreempt is set with state MASTER, which keepalived does not honour; use state BACKUP on every "
+            "peer of a nopreempt instance"
+        )
+    if instance["preempt_delay_s"] is not None and instance["nopreempt"]:
+        found.append(
+            f"{key}.preempt_delay_s is set with nopreempt, which never preempts; keep one of the two"
+        )
+    elif instance["preempt_delay_s"] is not None and instance["state"] == "MASTER":
+        found.append(
+            f"{key}.preempt_delay_s is set with state MASTER, which keepalived ignores (and its config test fails); "
+            "use state BACKUP on every peer of an instance with preempt_delay_s"
+        )
+    found += _unicast_problems(config, instance, key)
+    scripts = {script["name"]: script for script in config["vrrp_scripts"]}
+    for name in instance["track_scripts"]:
+        if name not in scripts:
+            found.append(
+                f"{key}.track_scripts names '{name}', which lvs_director_vrrp_scripts does not define; define it "
+                "there or remove it"
+            )
+        elif priority == PRIORITY_RANGE[1] and scripts[name]["weight"]:
+            found.append(
+                f"{key}.priority is 255 (address owner) with the weighted track script '{name}' (weight "
+                f"{scripts[name]['weight']}), which keepalived drops (\"Cannot have weighted track script\"), so it "
+                "can never move the VIP; use a priority of 254 or less, or a script without weight"
+            )
+    if instance["auth_pass"] is not None and _unquotable(instance["auth_pass"]):
+        found.append(
+            f"{key}.auth_pass contains a double quote, a backslash or a line break, which keepalived cannot read "
+            "inside a quoted value (the secret is not shown); use a secret without them"
+        )
+    return [_problem([host], message) for message in found]
+
+
+def _unquotable(value):
+    return any(char in str(value) for char in UNQUOTABLE_CHARS)
+
+
+def _quote_problems(host, config):
+    """Values the template writes in double quotes: keepalived has no escape for a quote there."""
+    found = []
+    if _unquotable(config["router_id"]):
+        found.append(f"{host}: lvs_director_router_id {config['router_id']!r} contains a double quote, a backslash "
+                     "or a line break, which keepalived cannot read; use plain characters")
+    values = [(f"lvs_director_vrrp_scripts[{s['name']}].script", s["script"]) for s in config["vrrp_scripts"]]
+    for instance in config["vrrp_instances"]:
+        values += [(f"lvs_director_vrrp_instances[{instance['name']}].{k}", instance[k]) for k in NOTIFY_KEYS]
+    for server in config["virtual_servers"]:
+        key = f"lvs_director_virtual_servers[{server['address']}:{server['port']}]"
+        values += [(f"{key}.{k}", server[k]) for k in ("quorum_up", "quorum_down", "virtualhost")]
+        for real in server["real_servers"]:
+            real_key = f"{key}.real_servers[{real['address']}]"
+            values += [(f"{real_key}.{k}", real[k]) for k in REAL_SERVER_SCRIPT_KEYS]
+            values += [(f"{real_key}.check.{k}", real["check"][k]) for k in ("misc_path", "url_path", "virtualhost")]
+    for key, value in values:
+        if value is not None and _unquotable(value):
+            found.append(f"{host}: {key} is {value!r}, which holds a double quote, a backslash or a line break that "
+                         "keepalived cannot read inside a quoted value; use a wrapper script without them")
+    return found
+
+
+def _unicast_problems(config, instance, key):
+    peers, source = instance["unicast_peers"], instance["unicast_src_ip"]
+    if peers is None and source is None:
+        return []
+    if not peers:
+        return [
+            f"{key}.unicast_peers is empty while unicast is configured (unicast_src_ip or unicast_peers is set); "
+            "list the other directors' addresses, or drop both keys for multicast"
+        ]
+    own = set(config["own_addresses"]) | ({str(source)} if source else set())
+    mine = sorted(own.intersection(peers))
+    if mine:
+        return [f"{key}.unicast_peers contains this host's own address {', '.join(mine)}; list only the peers"]
+    return []
+
+
+def _virtual_server_problems(host, config, server):
+    key = f"{host}: lvs_director_virtual_servers[{server['address']}:{server['port']}]"
+    errors, warnings = [], []
+    reals = server["real_servers"]
+    if not reals:
+        errors.append(f"{key}.real_servers is empty; list at least one real server")
+    if server["lvs_method"] not in SUPPORTED_METHODS:
+        errors.append(
+            f"{key}.lvs_method is {server['lvs_method']}, which this role does not set up (NAT needs ip_forward and "
+            "the replies routed back through the director, TUN an ipip tunnel on every real server); use "
+            "lvs_method: DR"
+        )
+    seen = set()
+    for real in reals:
+        endpoint = (real["address"], real["port"])
+        if endpoint in seen:
+            errors.append(f"{key}.real_servers lists {real['address']}:{real['port']} more than once; keep one entry")
+        seen.add(endpoint)
+        errors += _check_problems(f"{key}.real_servers[{real['address']}].check", server, real["check"])
+        if real["port"] != server["port"]:
+            errors.append(
+                f"{key}.real_servers[{real['address']}].port is {real['port']} but DR cannot rewrite ports; use port "
+                f"{server['port']}"
+            )
+    errors += _quorum_problems(key, server, warnings)
+    sorry = server["sorry_server"]
+    if sorry and sorry["port"] != server["port"]:
+        errors.append(
+            f"{key}.sorry_server.port is {sorry['port']} but DR cannot rewrite ports, so the sorry server would get "
+            f"the traffic on port {server['port']}; use port {server['port']} (or leave the port out)"
+        )
+    pinning = _pinning_advice(key, server)
+    if pinning and config["clients_behind_nat"]:
+        errors.append(pinning + " (lvs_director_clients_behind_nat is true)")
+    elif pinning and server["lvs_sched"] in SOURCE_HASH_SCHEDULERS:
+        warnings.append(pinning)
+    sysctls = config["sysctls"] or {}
+    if not server["inhibit_on_failure"] and str(sysctls.get("net.ipv4.vs.expire_nodest_conn", "0")) == "1":
+        warnings.append(
+            f"{key}.inhibit_on_failure is false: a failed check (a false alarm too) removes the real server and, with "
+            "net.ipv4.vs.expire_nodest_conn=1, resets its established sessions; set inhibit_on_failure: true "
+            "(weight 0 keeps them), or set expire_nodest_conn to 0 in lvs_director_sysctls"
+        )
+    vips = {vip.split("/")[0] for instance in config["vrrp_instances"] for vip in instance["virtual_ipaddresses"]}
+    if server["address"] not in vips:
+        warnings.append(
+            f"{key} has an address that no VRRP instance of this host moves; add it to an instance's "
+            "virtual_ipaddresses unless it is configured another way"
+        )
+    return [_problem([host], m) for m in errors], [_problem([host], m) for m in warnings]
+
+
+def _check_problems(key, server, check):
+    """One real server's check against its service: a kind that fits the protocol, values keepalived can read."""
+    found = []
+    kind = check["type"]
+    if kind == "MISC_CHECK" and not check["misc_path"]:
+        found.append(f"{key} is MISC_CHECK without misc_path; set misc_path to the check command")
+    if server["protocol"] == "UDP" and kind in TCP_ONLY_CHECKS:
+        found.append(
+            f"{key} is {kind} on a UDP service, so every real server fails it and leaves the pool; use UDP_CHECK, "
+            "DNS_CHECK, PING_CHECK or MISC_CHECK"
+        )
+    if kind == "MISC_CHECK" and check["misc_timeout_s"] is not None and not _whole_positive(check["misc_timeout_s"]):
+        found.append(
+            f"{key}.misc_timeout_s is {check['misc_timeout_s']}, but keepalived 2.2.7 reads whole seconds; use a "
+            "whole number of at least 1"
+        )
+    if kind in ("HTTP_GET", "SSL_GET") and not re.fullmatch(
+        rf"{STATUS_CODE_PART}( {STATUS_CODE_PART})*", check["status_code"]
+    ):
+        found.append(
+            f"{key}.status_code is {check['status_code']!r}; use codes or ranges from 100 to 599 separated by spaces, "
+            "e.g. 200-299 (keepalived's default) or 200 301"
+        )
+    if kind == "UDP_CHECK" and check["payload_hex"] and not re.fullmatch(r"[0-9a-fA-F ]+", str(check["payload_hex"])):
+        found.append(f"{key}.payload_hex is {check['payload_hex']!r}; use hexadecimal digits, e.g. 68656c6c6f")
+    return found
+
+
+def _whole_positive(value):
+    return isinstance(value, int) and value >= 1
+
+
+def _quorum_problems(key, server, warnings):
+    found = []
+    total_weight = sum(real["weight"] for real in server["real_servers"])
+    quorum = server["quorum"]
+    if quorum is not None and quorum > total_weight:
+        found.append(
+            f"{key}.quorum is {quorum} but the real servers' weights add up to {total_weight}, so the "
+            f"service could never be up; use a quorum of at most {total_weight}"
+        )
+    if server["hysteresis"] is not None and not 0 <= server["hysteresis"] < (quorum or 1):
+        found.append(
+            f"{key}.hysteresis is {server['hysteresis']}; use 0 to {(quorum or 1) - 1} (below the quorum, "
+            f"{quorum or 1})"
+        )
+    if quorum is not None and not server["sorry_server"] and not server["quorum_down"]:
+        warnings.append(
+            f"{key}.quorum is set without sorry_server or quorum_down: when the quorum is lost keepalived changes "
+            "nothing in IPVS (only a sorry server replaces the pool); add sorry_server or quorum_down, or drop quorum"
+        )
+    return found
+
+
+def _pinning_advice(key, server):
+    """sh / mh and persistence pin every client behind one NAT address to one real server (as ipvs_spread says)."""
+    if server["lvs_sched"] in SOURCE_HASH_SCHEDULERS:
+        return (
+            f"{key}.lvs_sched is {server['lvs_sched']} (source hashing): clients behind one NAT address all land on "
+            "one real server, and so does persistence_timeout_s; use wlc or lc, which spread connections"
+        )
+    if server["persistence_timeout_s"]:
+        return (
+            f"{key}.persistence_timeout_s is {server['persistence_timeout_s']}: every client behind one NAT address "
+            "stays on one real server for that time; drop persistence, or narrow it with persistence_granularity "
+            "only where sessions need it"
+        )
+    return None
+
+
+def _global_problems(host, config):
+    """(errors, warnings) of the host-wide settings."""
+    found, warnings = [], []
+    auto = config["max_auto_priority"]
+    if auto is not None and not MAX_AUTO_PRIORITY_RANGE[0] <= auto <= MAX_AUTO_PRIORITY_RANGE[1]:
+        found.append(f"{host}: lvs_director_max_auto_priority is {auto}; use -1 (off) to 99")
+    for key, value in (config["lvs_timeouts"] or {}).items():
+        if not _whole_positive(value):
+            found.append(f"{host}: lvs_director_lvs_timeouts.{key} is {value}; use a whole number of seconds, 1 or "
+                         "more")
+    for script in config["vrrp_scripts"]:
+        for key in WHOLE_SECOND_KEYS:
+            value = script[key]
+            if value is not None and not _whole_positive(value):
+                found.append(
+                    f"{host}: lvs_director_vrrp_scripts[{script['name']}].{key} is {value}, but keepalived 2.2.7 "
+                    "reads whole seconds; use a whole number of at least 1"
+                )
+    sysctls = config["sysctls"] or {}
+    inhibited = [server for server in config["virtual_servers"] if server["inhibit_on_failure"]]
+    if config["virtual_servers"] and not inhibited and str(
+        sysctls.get("net.ipv4.vs.expire_quiescent_template", "0")
+    ) == "1":
+        warnings.append(
+            f"{host}: lvs_director_sysctls sets net.ipv4.vs.expire_quiescent_template=1, which acts only on real "
+            "servers at weight 0, but no virtual server sets inhibit_on_failure; set inhibit_on_failure: true or "
+            "drop the setting"
+        )
+    return found, warnings
+
+
+def _host_problems(config):
+    host = config["host"]
+    errors, warnings = [], []
+    global_errors, global_warnings = _global_problems(host, config)
+    errors += [_problem([host], message) for message in global_errors]
+    warnings += [_problem([host], message) for message in global_warnings]
+    errors += [_problem([host], message) for message in _quote_problems(host, config) + script_problems(host, config)]
+    if not config["vrrp_only"] and not config["ipvs_available"]:
+        errors.append(
+            _problem(
+                [host], f"{host}: this kernel has no IPVS (no /proc/net/ip_vs and modprobe cannot load ip_vs), so "
+                "keepalived would exit a second after it starts; install the ip_vs module, or set "
+                "lvs_director_vrrp_only: true to run VRRP only"
+            )
+        )
+    if not config["vrrp_instances"]:
+        errors.append(
+            _problem([host], f"{host}: lvs_director_vrrp_instances is empty; define at least one VRRP instance")
+        )
+    names = [instance["name"] for instance in config["vrrp_instances"]]
+    for name in sorted({name for name in names if names.count(name) > 1}):
+        errors.append(
+            _problem([host], f"{host}: lvs_director_vrrp_instances has two instances named '{name}'; rename one")
+        )
+    for instance in config["vrrp_instances"]:
+        errors += _instance_problems(host, config, instance)
+    endpoints = [(s["address"], s["port"], s["protocol"]) for s in config["virtual_servers"]]
+    for address, port, protocol in sorted({e for e in endpoints if endpoints.count(e) > 1}):
+        errors.append(
+            _problem(
+                [host], f"{host}: lvs_director_virtual_servers lists {address}:{port}/{protocol} more than once; "
+                "merge the entries"
+            )
+        )
+    for server in config["virtual_servers"]:
+        server_errors, server_warnings = _virtual_server_problems(host, config, server)
+        errors += server_errors
+        warnings += server_warnings
+    return errors, warnings
+
+
+def _peer_problems(configs):
+    """Mistakes only visible across hosts: peers (one instance name) that disagree, masters of one VRID."""
+    errors = []
+    by_name, by_vrid = defaultdict(list), defaultdict(list)
+    for config in configs:
+        for instance in config["vrrp_instances"]:
+            by_name[instance["name"]].append((config["host"], instance))
+            by_vrid[instance["virtual_router_id"]].append((config["host"], instance))
+    for name, members in sorted(by_name.items()):
+        key = f"lvs_director_vrrp_instances[{name}]"
+        hosts = [host for host, _instance in members]
+        for field, fix in (
+            ("virtual_router_id", "use one VRID for the instance on every director"),
+            ("vrrp_version", "use one vrrp_version on every director"),
+            ("advert_int_s", "use one advert_int_s on every director"),
+        ):
+            if len({str(instance[field]) for _host, instance in members}) > 1:
+                listing = ", ".join(f"{host}={instance[field]}" for host, instance in members)
+                errors.append(_problem(hosts, f"{key}.{field} differs between peers ({listing}); {fix}"))
+        if len({instance["auth_pass"] for _host, instance in members}) > 1:
+            errors.append(
+                _problem(
+                    hosts,
+                    f"{key}.auth_pass differs between peers ({', '.join(hosts)}), so each ignores the other's adverts "
+                    "and every one holds the VIP; use one secret (one vault variable) on every director",
+                )
+            )
+    for vrid, members in sorted(by_vrid.items()):
+        hosts = [host for host, _instance in members]
+        masters = [(host, instance) for host, instance in members if instance["state"] == "MASTER"]
+        if len(masters) > 1:
+            master_hosts = ", ".join(host for host, _instance in masters)
+            errors.append(
+                _problem(
+                    hosts,
+                    f"VRID {vrid}: {master_hosts} all have state MASTER; keep state MASTER on one director and set "
+                    "lvs_director_state: BACKUP (and a lower lvs_director_priority) on the others",
+                )
+            )
+        elif masters:
+            master, master_instance = masters[0]
+            outranking = [
+                f"{host} ({instance['priority']})"
+                for host, instance in members
+                if host != master and instance["priority"] >= master_instance["priority"]
+            ]
+            if outranking:
+                errors.append(
+                    _problem(
+                        hosts,
+                        f"VRID {vrid}: {master} has state MASTER with priority {master_instance['priority']} but "
+                        f"{', '.join(outranking)} is not lower, so {master} would not keep the VIP; give the master "
+                        "the highest lvs_director_priority",
+                    )
+                )
+    return errors
+
+
+def _priority_gap_warnings(configs):
+    """A failing weighted track script on the intended master that cannot bring it below its best backup."""
+    warnings = []
+    scripts = {config["host"]: {s["name"]: s for s in config["vrrp_scripts"]} for config in configs}
+    by_vrid = defaultdict(list)
+    for config in configs:
+        for instance in config["vrrp_instances"]:
+            by_vrid[instance["virtual_router_id"]].append((config["host"], instance))
+    for vrid, members in sorted(by_vrid.items()):
+        masters = [(host, inst) for host, inst in members if inst["state"] == "MASTER"]
+        backups = [(host, inst) for host, inst in members if inst["state"] != "MASTER"]
+        if len(masters) != 1 or not backups:
+            continue
+        master, inst = masters[0]
+        backup, best = max(backups, key=lambda member: member[1]["priority"])
+        for name in inst["track_scripts"]:
+            weight = (scripts[master].get(name) or {}).get("weight")
+            if weight is None or weight >= 0 or inst["priority"] == PRIORITY_RANGE[1]:
+                continue
+            lowered = inst["priority"] + weight
+            if lowered >= best["priority"]:
+                gap = inst["priority"] - best["priority"]
+                warnings.append(
+                    _problem(
+                        [master],
+                        f"{master}: lvs_director_vrrp_scripts[{name}].weight is {weight}: a failure lowers {master}'s "
+                        f"priority for VRID {vrid} from {inst['priority']} to {lowered}, not below {backup}'s "
+                        f"{best['priority']}, so it never moves the VIP; use a weight of -{gap + 1} or lower",
+                    )
+                )
+    return warnings
+
+
+def _virtual_server_view(server):
+    """What a client gets from a virtual server, comparable between directors."""
+    view = {key: server[key] for key in PEER_VIRTUAL_SERVER_KEYS if key not in ("real_servers", "check")}
+    view["check"] = server["check"]["type"]
+    view["real_servers"] = sorted(
+        f"{real['address']}:{real['port']} weight {real['weight']} {real['check']['type']}"
+        for real in server["real_servers"]
+    )
+    return view
+
+
+def _peer_virtual_server_problems(configs):
+    """Directors that can hold one VIP must serve it the same way, or a failover silently changes the service."""
+    errors = []
+    ipvs = [config for config in configs if not config["vrrp_only"]]
+    holders = defaultdict(list)
+    for config in ipvs:
+        for vip in sorted({v.split("/")[0] for i in config["vrrp_instances"] for v in i["virtual_ipaddresses"]}):
+            holders[vip].append(config)
+    for vip, members in sorted(holders.items()):
+        if len(members) < 2:
+            continue
+        services = {}
+        for config in members:
+            for server in config["virtual_servers"]:
+                if server["address"] == vip:
+                    endpoint = f"{server['address']}:{server['port']}/{server['protocol']}"
+                    services.setdefault(endpoint, {})[config["host"]] = _virtual_server_view(server)
+        for endpoint, views in sorted(services.items()):
+            hosts = [config["host"] for config in members]
+            missing = [host for host in hosts if host not in views]
+            differing = [key for key in PEER_VIRTUAL_SERVER_KEYS
+                         if len({repr(view[key]) for view in views.values()}) > 1]
+            if not missing and not differing:
+                continue
+            details = [f"{', '.join(missing)} does not define it"] if missing else []
+            for key in differing:
+                listing = "; ".join(f"{host}: {views[host][key]}" for host in hosts if host in views)
+                details.append(f"{key} ({listing})")
+            errors.append(
+                _problem(
+                    hosts,
+                    f"lvs_director_virtual_servers[{endpoint}] differs between the directors that can hold {vip} "
+                    f"({', '.join(hosts)}): {', '.join(details)}; a failover would change the service: define it "
+                    "once for all of them (group_vars/lvs_directors)",
+                )
+            )
+    return errors
+
+
+def problems(configs, failed_hosts=None):
+    """Every mistake across the directors of a play: ``{"errors": [...], "warnings": [...]}``.
+
+    Each entry is ``{"hosts": [...], "message": "..."}``: the hosts it concerns and one sentence naming the host, the
+    variable and the fix. A run must stop on every director when ``errors`` is not empty.
+
+    configs      -- resolved configs (from lvs_director_resolve), one per director; None entries are skipped
+    failed_hosts -- hosts of the play that failed before the check (their settings cannot be checked)
+    """
+    configs = [config for config in configs or [] if config]
+    errors, warnings = [], []
+    for host in sorted(failed_hosts or []):
+        errors.append(
+            _problem(
+                [host], f"{host}: failed or was unreachable earlier in this play, so the checks across directors "
+                "cannot see its settings; fix it (see its error above) or leave it out with --limit"
+            )
+        )
+    for config in configs:
+        host_errors, host_warnings = _host_problems(config)
+        errors += host_errors
+        warnings += host_warnings
+    errors += _peer_problems(configs) + _peer_virtual_server_problems(configs)
+    warnings += _priority_gap_warnings(configs)
+    return {"errors": errors, "warnings": warnings}
