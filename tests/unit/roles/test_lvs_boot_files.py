@@ -20,6 +20,7 @@ REALSERVER_VARS = {
     "lvs_realserver_unit_name": "hpc-balance-lvs-vip",
     "lvs_realserver_sysctl_file": "/etc/sysctl.d/60-hpc-balance-lvs-realserver.conf",
 }
+REALSERVER_VARS_V6 = dict(REALSERVER_VARS, lvs_realserver_vip_cidrs=["198.18.0.100/32", "fd00::100/128"])
 DIRECTOR_RESOLVED = {
     "vrrp_instances": [
         {"interface": "eth0", "virtual_ipaddresses": ["198.18.0.100/32"]},
@@ -54,10 +55,17 @@ def test_vip_unit_adds_each_vip_with_the_label_after_the_arp_settings(render):
     assert "WantedBy=multi-user.target\n" in text
 
 
+def test_vip_unit_adds_an_ipv6_vip_with_nodad_and_without_a_label(render):
+    text = render("lvs_realserver", "vip.service.j2", **REALSERVER_VARS_V6)
+    assert "ExecStart=/sbin/ip addr replace 198.18.0.100/32 dev lo label lo:lvs\n" in text
+    assert "ExecStart=/sbin/ip addr replace fd00::100/128 dev lo nodad\n" in text
+    assert "ExecStop=-/sbin/ip addr del fd00::100/128 dev lo\n" in text
+
+
 @pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="systemd-analyze is not installed")
-def test_systemd_accepts_the_vip_unit(render, tmp_path):
-    (tmp_path / "hpc-balance-lvs-vip.service").write_text(render("lvs_realserver", "vip.service.j2",
-                                                                 **REALSERVER_VARS))
+@pytest.mark.parametrize("variables", [REALSERVER_VARS, REALSERVER_VARS_V6], ids=["IPv4", "IPv4 and IPv6"])
+def test_systemd_accepts_the_vip_unit(render, tmp_path, variables):
+    (tmp_path / "hpc-balance-lvs-vip.service").write_text(render("lvs_realserver", "vip.service.j2", **variables))
     result = systemd_verify(tmp_path, "hpc-balance-lvs-vip.service")
     assert (result.returncode, result.stderr) == (0, "")
 
@@ -152,13 +160,33 @@ def test_cleanup_by_hand_leaves_a_live_keepalived_alone_whatever_runs_elsewhere(
     assert run_cleanup(script, tmp_path) == EVERYTHING
 
 
-def test_sysv_boot_script_applies_the_arp_settings_before_the_vips(render, tmp_path):
+@pytest.mark.parametrize("variables", [REALSERVER_VARS, REALSERVER_VARS_V6], ids=["IPv4", "IPv4 and IPv6"])
+def test_sysv_boot_script_applies_the_arp_settings_before_the_vips(render, tmp_path, variables):
     script = tmp_path / "hpc-balance-lvs-vip"
-    script.write_text(render("lvs_realserver", "vip.init.j2", **REALSERVER_VARS))
+    script.write_text(render("lvs_realserver", "vip.init.j2", **variables))
     text = script.read_text()
     assert text.index('sysctl -q -p "$SYSCTL_FILE"') < text.index('ip addr replace "$vip"')
     assert "# Provides:          hpc-balance-lvs-vip\n" in text
     assert shell_problems(script) == ""
+
+
+def test_sysv_boot_script_adds_an_ipv6_vip_with_nodad_and_an_ipv4_vip_with_the_label(render, tmp_path):
+    script = tmp_path / "hpc-balance-lvs-vip"
+    script.write_text(render("lvs_realserver", "vip.init.j2", **REALSERVER_VARS_V6))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    for tool in ("ip", "sysctl"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{log}"\n')
+        (bin_dir / tool).chmod(0o755)
+    # The script sets its own PATH: put the stand-ins that only log their arguments first in it.
+    script.write_text(script.read_text().replace("PATH=/sbin:", f"PATH={bin_dir}:/sbin:"))
+    subprocess.run(["sh", str(script), "start"], check=True, capture_output=True, timeout=30)
+    assert log.read_text().splitlines() == [
+        "sysctl -q -p /etc/sysctl.d/60-hpc-balance-lvs-realserver.conf",
+        "ip addr replace 198.18.0.100/32 dev lo label lo:lvs",
+        "ip addr replace fd00::100/128 dev lo nodad",
+    ]
 
 
 @pytest.mark.parametrize(

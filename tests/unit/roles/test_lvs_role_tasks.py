@@ -3,6 +3,7 @@ scenarios lvs-netns and lvs-uml)."""
 
 from __future__ import annotations
 
+import pytest
 from lvs_role_files import ROLES, load_yaml
 
 
@@ -89,3 +90,82 @@ def test_scripts_are_looked_at_through_links_as_keepalived_does():  # 1
                    "Look at every program the config makes keepalived run, and at its folder")
     assert look["ansible.builtin.stat"]["follow"] is True
     assert look["loop"] == "{{ lvs_director_resolved | hpc.balance.lvs_director_script_lookups }}"
+
+
+ADD_VIPS = "Put the missing VIPs on lo (IPv6 with nodad, since lo has no neighbours to detect a duplicate)"
+REMOVE_VIPS = "Remove VIPs this role put on lo that are no longer listed"
+
+
+def test_check_mode_reports_a_vip_missing_on_lo_as_changed_without_adding_it():
+    """command runs nothing in check mode; given `removes` it reports changed there instead of skipped."""
+    vips = tasks("lvs_realserver", "tasks/vips.yml")
+    add = by_name(vips, ADD_VIPS)
+    assert add["ansible.builtin.command"]["removes"] == "/proc/sys/net/ipv4/conf/lo"
+    assert add["changed_when"] is True
+    assert "check_mode" not in add
+    assert add["loop"] == "{{ lvs_realserver_vip_plan.add }}"
+    read = by_name(vips, "Read the addresses on lo")
+    assert read["check_mode"] is False
+    plan = by_name(vips, "Work out which VIPs lo lacks and which it holds that are no longer listed")
+    assert vips.index(read) < vips.index(plan) < vips.index(add)
+
+
+def test_check_mode_reports_a_vip_no_longer_listed_as_changed_without_removing_it():
+    remove = by_name(tasks("lvs_realserver", "tasks/vips.yml"), REMOVE_VIPS)
+    assert remove["ansible.builtin.command"]["removes"] == "/proc/sys/net/ipv4/conf/lo"
+    assert remove["changed_when"] is True
+
+
+def test_check_mode_reports_a_pending_arp_setting_as_changed_without_applying_it():
+    apply = by_name(tasks("lvs_realserver", "tasks/sysctl.yml"), "Apply the ARP settings that differ now")
+    assert apply["ansible.builtin.command"]["removes"] == "/proc/sys/net/ipv4/conf/all"
+
+
+def _render_vip_add_argv(item):
+    import jinja2
+
+    add = by_name(tasks("lvs_realserver", "tasks/vips.yml"), ADD_VIPS)
+    template = jinja2.Environment().from_string(add["ansible.builtin.command"]["argv"])
+    return template.render(item=item, lvs_realserver_vip_label="lo:lvs")
+
+
+@pytest.mark.parametrize(
+    ("item", "argv"),
+    [
+        ("198.18.0.100/32", "['ip', 'addr', 'add', '198.18.0.100/32', 'dev', 'lo', 'label', 'lo:lvs']"),
+        ("fd00::100/128", "['ip', 'addr', 'add', 'fd00::100/128', 'dev', 'lo', 'nodad']"),
+    ],
+    ids=["IPv4 with the label", "IPv6 with nodad, no label"],
+)
+def test_a_vip_is_added_to_lo_with_the_options_of_its_family(item, argv):
+    assert _render_vip_add_argv(item) == argv
+
+
+@pytest.mark.parametrize(
+    ("value", "rp_filter"),
+    [("false", False), ("no", False), ("0", False), (False, False), ("true", True), ("yes", True), (True, True)],
+)
+def test_loose_rp_filter_given_as_text_reads_as_the_boolean_it_spells(value, rp_filter):
+    import jinja2
+    from ansible.plugins.filter.core import to_bool
+
+    environment = jinja2.Environment()
+    environment.filters["bool"] = to_bool
+    sysctls = load_yaml(ROLES / "lvs_realserver" / "vars" / "main.yml")["lvs_realserver_sysctls"]
+    rendered = environment.from_string(sysctls).render(
+        lvs_realserver_loose_rp_filter=value, lvs_realserver_arp_ignore=1, lvs_realserver_arp_announce=2,
+        lvs_realserver_sysctl_interface="eth0")
+    assert ("net.ipv4.conf.all.rp_filter" in rendered) is rp_filter
+
+
+def test_the_preflight_passes_the_booleans_and_the_ipv6_switches_to_the_checks():
+    preflight = tasks("lvs_realserver", "tasks/preflight.yml")
+    read = by_name(preflight, "Read whether IPv6 is on for lo (a v6 VIP needs it; sysctl -e prints nothing when the "
+                              "kernel has no IPv6)")
+    assert read["ansible.builtin.command"]["argv"] == [
+        "sysctl", "-e", "net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6"]
+    assert read["check_mode"] is False
+    find = by_name(preflight, "Find mistakes in this real server's settings")
+    settings = find["vars"]["lvs_realserver_settings"]
+    assert settings["ipv6_sysctls"] == "{{ lvs_realserver_ipv6_switches.stdout }}"
+    assert settings["loose_rp_filter"] == "{{ lvs_realserver_loose_rp_filter }}"
