@@ -12,6 +12,9 @@ the filter plugin turns that into an AnsibleFilterError.
 from __future__ import annotations
 
 import ipaddress
+from typing import Any, Callable
+
+from ansible_collections.hpc.balance.plugins.module_utils._booleans import BooleanInputError, read_boolean
 
 INSTANCE_DEFAULTS = {
     "auth_pass": None,
@@ -27,6 +30,8 @@ INSTANCE_DEFAULTS = {
     "notify_fault": None,
 }
 NOTIFY_KEYS = ("notify_master", "notify_backup", "notify_fault", "notify")
+# A vrrp_sync_group: instances that change state together, with notify scripts of the group (keepalived.conf(5)).
+SYNC_GROUP_DEFAULTS = {"notify": None, "notify_master": None, "notify_backup": None, "notify_fault": None}
 VRRP_SCRIPT_DEFAULTS = {"interval_s": 1, "timeout_s": None, "fall": None, "rise": None, "weight": None}
 VIRTUAL_SERVER_DEFAULTS = {
     "protocol": "TCP",
@@ -70,7 +75,23 @@ class LvsDirectorConfigError(ValueError):
     """A role variable that cannot be read (not a number, not an address); the message names it and the fix."""
 
 
-def _number(value, what):
+def _flag(value: Any, what: str, default: bool = False) -> bool:
+    """A boolean role variable read the way Ansible reads one ("false", "no", "0", "off" are False)."""
+    try:
+        return read_boolean(value, what, default=default)
+    except BooleanInputError as error:
+        raise LvsDirectorConfigError(f"lvs_director_resolve: {error}") from None
+
+
+def address_family(address: Any) -> int | None:
+    """4 or 6 for an address with or without a prefix length ('2001:db8::1/128' -> 6); None when it is none."""
+    try:
+        return ipaddress.ip_interface(str(address).strip()).version
+    except ValueError:
+        return None
+
+
+def _number(value: Any, what: str) -> int | float:
     """An int when the value is whole (so 1 renders as 1, not 1.0), else a float; LvsDirectorConfigError otherwise."""
     try:
         number = float(value)
@@ -79,18 +100,18 @@ def _number(value, what):
     return int(number) if number.is_integer() else number
 
 
-def _int(value, what):
+def _int(value: Any, what: str) -> int:
     number = _number(value, what)
     if not isinstance(number, int):
         raise LvsDirectorConfigError(f"lvs_director_resolve: {what} must be a whole number, got {value!r}")
     return number
 
 
-def _optional(value, convert, what):
+def _optional(value: Any, convert: Callable[[Any, str], Any], what: str) -> Any:
     return None if value is None or value == "" else convert(value, what)
 
 
-def _cidr(address, what):
+def _cidr(address: Any, what: str) -> str:
     """'198.18.0.100' -> '198.18.0.100/32'; keeps a given prefix length."""
     try:
         interface = ipaddress.ip_interface(str(address).strip())
@@ -102,7 +123,7 @@ def _cidr(address, what):
     return interface.with_prefixlen
 
 
-def _resolve_check(check, default, what, protocol="TCP"):
+def _resolve_check(check: dict | None, default: dict, what: str, protocol: str = "TCP") -> dict[str, Any]:
     merged = dict(default)
     merged.update({key: value for key, value in (check or {}).items() if value is not None})
     merged["type"] = str(merged["type"] or DEFAULT_CHECK_BY_PROTOCOL.get(protocol, "TCP_CHECK"))
@@ -116,11 +137,11 @@ def _resolve_check(check, default, what, protocol="TCP"):
     for key in ("retry", "connect_port"):
         merged[key] = _optional(merged[key], _int, f"{what}.{key}")
     merged["status_code"] = " ".join(str(merged["status_code"]).split())
-    merged["require_reply"] = bool(merged["require_reply"])
+    merged["require_reply"] = _flag(merged["require_reply"], f"{what}.require_reply")
     return merged
 
 
-def _resolve_instance(instance, host_defaults, index):
+def _resolve_instance(instance: Any, host_defaults: dict[str, Any], index: int) -> dict[str, Any]:
     what = f"lvs_director_vrrp_instances[{index}]"
     if not isinstance(instance, dict) or not instance.get("name"):
         raise LvsDirectorConfigError(
@@ -137,13 +158,17 @@ def _resolve_instance(instance, host_defaults, index):
     resolved["vrrp_version"] = _int(resolved["vrrp_version"], f"{what}.vrrp_version")
     resolved["advert_int_s"] = _number(resolved["advert_int_s"], f"{what}.advert_int_s")
     resolved["preempt_delay_s"] = _optional(resolved["preempt_delay_s"], _number, f"{what}.preempt_delay_s")
-    resolved["nopreempt"] = bool(resolved["nopreempt"])
+    resolved["nopreempt"] = _flag(resolved["nopreempt"], f"{what}.nopreempt")
     resolved["auth_pass"] = None if resolved["auth_pass"] in (None, "") else str(resolved["auth_pass"])
     resolved["virtual_ipaddresses"] = [
         _cidr(address, f"{what}.virtual_ipaddresses") for address in resolved.get("virtual_ipaddresses") or []
     ]
     if resolved["unicast_peers"] is not None:
         resolved["unicast_peers"] = [str(peer) for peer in resolved["unicast_peers"]]
+    # keepalived takes an instance's family from its first VIP and ignores VIPs of the other family
+    # (vrrp_parser.c: "address family must match VRRP instance"); lvs_director_problems refuses a mix.
+    families = [address_family(vip) for vip in resolved["virtual_ipaddresses"]]
+    resolved["family"] = families[0] if families else address_family(resolved["unicast_src_ip"]) or 4
     resolved["track_scripts"] = [str(name) for name in resolved["track_scripts"]]
     resolved["track_interfaces"] = [str(name) for name in resolved["track_interfaces"]]
     for key in NOTIFY_KEYS:
@@ -151,7 +176,7 @@ def _resolve_instance(instance, host_defaults, index):
     return resolved
 
 
-def _resolve_virtual_server(server, index, inhibit_on_failure=True):
+def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = True) -> dict[str, Any]:
     port = server.get("port") if isinstance(server, dict) else None
     what = f"lvs_director_virtual_servers[{index}]"
     if port is None or not server.get("address"):
@@ -159,6 +184,7 @@ def _resolve_virtual_server(server, index, inhibit_on_failure=True):
     resolved = dict(VIRTUAL_SERVER_DEFAULTS, inhibit_on_failure=inhibit_on_failure)
     resolved.update({key: value for key, value in server.items() if value is not None})
     resolved["address"] = str(resolved["address"])
+    resolved["family"] = address_family(resolved["address"])
     resolved["port"] = _int(resolved["port"], f"{what}.port")
     what = f"lvs_director_virtual_servers[{resolved['address']}:{resolved['port']}]"
     resolved["protocol"] = str(resolved["protocol"]).upper()
@@ -171,7 +197,7 @@ def _resolve_virtual_server(server, index, inhibit_on_failure=True):
     for key in ("quorum", "hysteresis"):
         resolved[key] = _optional(resolved[key], _int, f"{what}.{key}")
     for key in ("inhibit_on_failure", "sorry_server_inhibit", "alpha"):
-        resolved[key] = bool(resolved[key])
+        resolved[key] = _flag(resolved[key], f"{what}.{key}")
     for key in ("persistence_granularity", "quorum_up", "quorum_down", "virtualhost"):
         resolved[key] = None if resolved[key] in (None, "") else str(resolved[key])
     if resolved["sorry_server"]:
@@ -201,7 +227,7 @@ def _resolve_virtual_server(server, index, inhibit_on_failure=True):
     return resolved
 
 
-def _resolve_script(script, index):
+def _resolve_script(script: Any, index: int) -> dict[str, Any]:
     if not isinstance(script, dict) or not script.get("name") or not script.get("script"):
         raise LvsDirectorConfigError(f"lvs_director_resolve: lvs_director_vrrp_scripts[{index}] needs name and script")
     resolved = dict(VRRP_SCRIPT_DEFAULTS)
@@ -215,16 +241,17 @@ def _resolve_script(script, index):
     return resolved
 
 
-def resolve(settings):
+def resolve(settings: Any) -> dict[str, Any]:
     """One director's role variables -> its complete config (every default filled in, numbers as numbers).
 
     settings -- a dict of the role variables without the prefix: host, router_id, interface, priority, state,
                 advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, virtual_servers, clients_behind_nat,
                 vrrp_only, own_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
-                script_files (paths the role deploys), global_defs_extra
+                script_files (paths the role deploys), global_defs_extra, vrrp_sync_groups
     """
     if not isinstance(settings, dict):
         raise LvsDirectorConfigError(f"lvs_director_resolve: expects a dict of settings, got {type(settings).__name__}")
+    inhibit_on_failure = _flag(settings.get("inhibit_on_failure"), "lvs_director_inhibit_on_failure", True)
     host_defaults = {
         "interface": str(settings.get("interface") or ""),
         "priority": settings.get("priority", 100),
@@ -236,19 +263,22 @@ def resolve(settings):
         "host": str(settings.get("host", "")),
         "router_id": str(settings.get("router_id") or settings.get("host", "")),
         "interface": host_defaults["interface"],
-        "clients_behind_nat": bool(settings.get("clients_behind_nat", False)),
-        "vrrp_only": bool(settings.get("vrrp_only", False)),
+        "clients_behind_nat": _flag(settings.get("clients_behind_nat"), "lvs_director_clients_behind_nat"),
+        "vrrp_only": _flag(settings.get("vrrp_only"), "lvs_director_vrrp_only"),
         "own_addresses": sorted({str(a) for a in settings.get("own_addresses") or [] if a}),
         # None when unknown (facts not gathered): the checks that need them are then skipped.
         "known_interfaces": None if settings.get("known_interfaces") is None else list(settings["known_interfaces"]),
-        "ipvs_available": bool(settings.get("ipvs_available", True)),
+        "ipvs_available": _flag(settings.get("ipvs_available"), "ipvs_available (found by the preflight)", True),
         "vrrp_instances": [
             _resolve_instance(instance, host_defaults, index)
             for index, instance in enumerate(settings.get("vrrp_instances") or [])
         ],
+        "vrrp_sync_groups": [
+            _resolve_sync_group(group, index) for index, group in enumerate(settings.get("vrrp_sync_groups") or [])
+        ],
         "vrrp_scripts": [_resolve_script(script, i) for i, script in enumerate(settings.get("vrrp_scripts") or [])],
         "virtual_servers": [
-            _resolve_virtual_server(server, index, bool(settings.get("inhibit_on_failure", True)))
+            _resolve_virtual_server(server, index, inhibit_on_failure)
             for index, server in enumerate(settings.get("virtual_servers") or [])
         ],
         # None when unknown: the checks that compare with them are then skipped.
@@ -261,7 +291,7 @@ def resolve(settings):
     }
 
 
-def _resolve_timeouts(timeouts):
+def _resolve_timeouts(timeouts: Any) -> dict[str, int | float]:
     """lvs_timeouts {tcp_s, tcpfin_s, udp_s} -> the same with whole numbers; None or {} when not set."""
     resolved = {}
     for key, value in (timeouts or {}).items():
@@ -271,3 +301,21 @@ def _resolve_timeouts(timeouts):
             )
         resolved[key] = _optional(value, _number, f"lvs_director_lvs_timeouts.{key}")
     return {key: value for key, value in resolved.items() if value is not None}
+
+
+def _resolve_sync_group(group: Any, index: int) -> dict[str, Any]:
+    """{name, instances, notify*} -> the same with names as strings and unset scripts as None."""
+    if not isinstance(group, dict) or not group.get("name"):
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: lvs_director_vrrp_sync_groups[{index}] needs name and instances"
+        )
+    what = f"lvs_director_vrrp_sync_groups[{group['name']}]"
+    instances = group.get("instances") or []
+    if isinstance(instances, (str, dict)) or not isinstance(instances, (list, tuple)):
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: {what}.instances is {instances!r}; list the names of the VRRP instances"
+        )
+    resolved = dict(SYNC_GROUP_DEFAULTS, name=str(group["name"]), instances=[str(name) for name in instances])
+    for key in SYNC_GROUP_DEFAULTS:
+        resolved[key] = None if group.get(key) in (None, "") else str(group[key])
+    return resolved

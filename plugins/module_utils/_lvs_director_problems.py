@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import (
     NOTIFY_KEYS,
     REAL_SERVER_SCRIPT_KEYS,
+    SYNC_GROUP_DEFAULTS,
+    address_family,
 )
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_scripts import script_problems
 
@@ -49,14 +52,23 @@ PEER_VIRTUAL_SERVER_KEYS = ("lvs_sched", "lvs_method", "persistence_timeout_s", 
                             "quorum", "hysteresis", "sorry_server", "inhibit_on_failure", "delay_loop_s", "check",
                             "real_servers")
 STATUS_CODE_PART = r"[1-5][0-9][0-9](-[1-5][0-9][0-9])?"
+PORT_RANGE = (1, 65535)
+# A real server's weight: keepalived reads 0 to IPVS_WEIGHT_LIMIT (check_parser.c, rs_weight_handler: "Real server
+# weight %s is outside range"), and ipvsadm -w takes 0-65535, the range IPVS is used with (ipvsadm(8)).
+WEIGHT_RANGE = (0, 65535)
+# keepalived.conf(5) and vrrp_parser.c: preempt_delay 0-1000 s ("Preempt_delay not valid! must be between 0-1000"),
+# a vrrp_script weight -253 to 253 ("weight ... must be in [-253, 253]"); both fail `keepalived --config-test`.
+PREEMPT_DELAY_RANGE_S = (0, 1000)
+SCRIPT_WEIGHT_RANGE = (-253, 253)
+FAMILY_NAMES = {4: "IPv4", 6: "IPv6"}
 
 
-def _problem(hosts, message):
+def _problem(hosts: list[str], message: str) -> dict[str, Any]:
     """One finding: the hosts it concerns (each of them stops on it) and the sentence that names the fix."""
     return {"hosts": sorted(set(hosts)), "message": message}
 
 
-def _instance_problems(host, config, instance):
+def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, Any]) -> list[dict[str, Any]]:
     key = f"{host}: lvs_director_vrrp_instances[{instance['name']}]"
     found = []
     vrid, priority, version = instance["virtual_router_id"], instance["priority"], instance["vrrp_version"]
@@ -115,7 +127,11 @@ def _instance_problems(host, config, instance):
             f"{key}.preempt_delay_s is set with state MASTER, which keepalived ignores (and its config test fails); "
             "use state BACKUP on every peer of an instance with preempt_delay_s"
         )
+    delay = instance["preempt_delay_s"]
+    if delay is not None and not PREEMPT_DELAY_RANGE_S[0] <= delay <= PREEMPT_DELAY_RANGE_S[1]:
+        found.append(f"{key}.preempt_delay_s is {delay}; keepalived takes 0 to 1000 seconds")
     found += _unicast_problems(config, instance, key)
+    found += _instance_address_problems(config, instance, key)
     scripts = {script["name"]: script for script in config["vrrp_scripts"]}
     for name in instance["track_scripts"]:
         if name not in scripts:
@@ -141,7 +157,7 @@ def _unquotable(value):
     return any(char in str(value) for char in UNQUOTABLE_CHARS)
 
 
-def _quote_problems(host, config):
+def _quote_problems(host: str, config: dict[str, Any]) -> list[str]:
     """Values the template writes in double quotes: keepalived has no escape for a quote there."""
     found = []
     if _unquotable(config["router_id"]):
@@ -150,6 +166,8 @@ def _quote_problems(host, config):
     values = [(f"lvs_director_vrrp_scripts[{s['name']}].script", s["script"]) for s in config["vrrp_scripts"]]
     for instance in config["vrrp_instances"]:
         values += [(f"lvs_director_vrrp_instances[{instance['name']}].{k}", instance[k]) for k in NOTIFY_KEYS]
+    for group in config["vrrp_sync_groups"]:
+        values += [(f"lvs_director_vrrp_sync_groups[{group['name']}].{k}", group[k]) for k in SYNC_GROUP_DEFAULTS]
     for server in config["virtual_servers"]:
         key = f"lvs_director_virtual_servers[{server['address']}:{server['port']}]"
         values += [(f"{key}.{k}", server[k]) for k in ("quorum_up", "quorum_down", "virtualhost")]
@@ -164,7 +182,7 @@ def _quote_problems(host, config):
     return found
 
 
-def _unicast_problems(config, instance, key):
+def _unicast_problems(config: dict[str, Any], instance: dict[str, Any], key: str) -> list[str]:
     peers, source = instance["unicast_peers"], instance["unicast_src_ip"]
     if peers is None and source is None:
         return []
@@ -180,7 +198,8 @@ def _unicast_problems(config, instance, key):
     return []
 
 
-def _virtual_server_problems(host, config, server):
+def _virtual_server_problems(host: str, config: dict[str, Any], server: dict[str, Any]
+                             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     key = f"{host}: lvs_director_virtual_servers[{server['address']}:{server['port']}]"
     errors, warnings = [], []
     reals = server["real_servers"]
@@ -192,6 +211,7 @@ def _virtual_server_problems(host, config, server):
             "the replies routed back through the director, TUN an ipip tunnel on every real server); use "
             "lvs_method: DR"
         )
+    errors += _virtual_server_range_problems(key, server) + _family_problems(key, server)
     seen = set()
     for real in reals:
         endpoint = (real["address"], real["port"])
@@ -232,12 +252,13 @@ def _virtual_server_problems(host, config, server):
     return [_problem([host], m) for m in errors], [_problem([host], m) for m in warnings]
 
 
-def _check_problems(key, server, check):
+def _check_problems(key: str, server: dict[str, Any], check: dict[str, Any]) -> list[str]:
     """One real server's check against its service: a kind that fits the protocol, values keepalived can read."""
     found = []
     kind = check["type"]
     if kind == "MISC_CHECK" and not check["misc_path"]:
         found.append(f"{key} is MISC_CHECK without misc_path; set misc_path to the check command")
+    found += _check_range_problems(key, check)
     if server["protocol"] == "UDP" and kind in TCP_ONLY_CHECKS:
         found.append(
             f"{key} is {kind} on a UDP service, so every real server fails it and leaves the pool; use UDP_CHECK, "
@@ -302,7 +323,7 @@ def _pinning_advice(key, server):
     return None
 
 
-def _global_problems(host, config):
+def _global_problems(host: str, config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(errors, warnings) of the host-wide settings."""
     found, warnings = [], []
     auto = config["max_auto_priority"]
@@ -313,6 +334,7 @@ def _global_problems(host, config):
             found.append(f"{host}: lvs_director_lvs_timeouts.{key} is {value}; use a whole number of seconds, 1 or "
                          "more")
     for script in config["vrrp_scripts"]:
+        found += _script_range_problems(host, script)
         for key in WHOLE_SECOND_KEYS:
             value = script[key]
             if value is not None and not _whole_positive(value):
@@ -333,7 +355,7 @@ def _global_problems(host, config):
     return found, warnings
 
 
-def _host_problems(config):
+def _host_problems(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     host = config["host"]
     errors, warnings = [], []
     global_errors, global_warnings = _global_problems(host, config)
@@ -359,6 +381,7 @@ def _host_problems(config):
         )
     for instance in config["vrrp_instances"]:
         errors += _instance_problems(host, config, instance)
+    errors += [_problem([host], m) for m in _vrid_problems(host, config) + _sync_group_problems(host, config)]
     endpoints = [(s["address"], s["port"], s["protocol"]) for s in config["virtual_servers"]]
     for address, port, protocol in sorted({e for e in endpoints if endpoints.count(e) > 1}):
         errors.append(
@@ -374,14 +397,14 @@ def _host_problems(config):
     return errors, warnings
 
 
-def _peer_problems(configs):
+def _peer_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mistakes only visible across hosts: peers (one instance name) that disagree, masters of one VRID."""
     errors = []
     by_name, by_vrid = defaultdict(list), defaultdict(list)
     for config in configs:
         for instance in config["vrrp_instances"]:
             by_name[instance["name"]].append((config["host"], instance))
-            by_vrid[instance["virtual_router_id"]].append((config["host"], instance))
+            by_vrid[(instance["virtual_router_id"], instance["family"])].append((config["host"], instance))
     for name, members in sorted(by_name.items()):
         key = f"lvs_director_vrrp_instances[{name}]"
         hosts = [host for host, _instance in members]
@@ -389,6 +412,7 @@ def _peer_problems(configs):
             ("virtual_router_id", "use one VRID for the instance on every director"),
             ("vrrp_version", "use one vrrp_version on every director"),
             ("advert_int_s", "use one advert_int_s on every director"),
+            ("family", "use VIPs of one address family in the instance on every director"),
         ):
             if len({str(instance[field]) for _host, instance in members}) > 1:
                 listing = ", ".join(f"{host}={instance[field]}" for host, instance in members)
@@ -401,7 +425,8 @@ def _peer_problems(configs):
                     "and every one holds the VIP; use one secret (one vault variable) on every director",
                 )
             )
-    for vrid, members in sorted(by_vrid.items()):
+    for (vrid, family), members in sorted(by_vrid.items()):
+        vrid = f"{vrid} ({FAMILY_NAMES[family]})"
         hosts = [host for host, _instance in members]
         masters = [(host, instance) for host, instance in members if instance["state"] == "MASTER"]
         if len(masters) > 1:
@@ -432,15 +457,16 @@ def _peer_problems(configs):
     return errors
 
 
-def _priority_gap_warnings(configs):
+def _priority_gap_warnings(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A failing weighted track script on the intended master that cannot bring it below its best backup."""
     warnings = []
     scripts = {config["host"]: {s["name"]: s for s in config["vrrp_scripts"]} for config in configs}
     by_vrid = defaultdict(list)
     for config in configs:
         for instance in config["vrrp_instances"]:
-            by_vrid[instance["virtual_router_id"]].append((config["host"], instance))
-    for vrid, members in sorted(by_vrid.items()):
+            by_vrid[(instance["virtual_router_id"], instance["family"])].append((config["host"], instance))
+    for (vrid, family), members in sorted(by_vrid.items()):
+        vrid = f"{vrid} ({FAMILY_NAMES[family]})"
         masters = [(host, inst) for host, inst in members if inst["state"] == "MASTER"]
         backups = [(host, inst) for host, inst in members if inst["state"] != "MASTER"]
         if len(masters) != 1 or not backups:
@@ -515,7 +541,8 @@ def _peer_virtual_server_problems(configs):
     return errors
 
 
-def problems(configs, failed_hosts=None):
+def problems(configs: list[dict[str, Any] | None] | None,
+             failed_hosts: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every mistake across the directors of a play: ``{"errors": [...], "warnings": [...]}``.
 
     Each entry is ``{"hosts": [...], "message": "..."}``: the hosts it concerns and one sentence naming the host, the
@@ -537,6 +564,207 @@ def problems(configs, failed_hosts=None):
         host_errors, host_warnings = _host_problems(config)
         errors += host_errors
         warnings += host_warnings
-    errors += _peer_problems(configs) + _peer_virtual_server_problems(configs)
+    errors += _peer_problems(configs) + _peer_virtual_server_problems(configs) + _shared_address_problems(configs)
     warnings += _priority_gap_warnings(configs)
     return {"errors": errors, "warnings": warnings}
+
+
+# ---------------------------------------------------------------- numbers keepalived or the kernel refuse later
+
+
+def _out_of_range(value: Any, low: float, high: float | None = None) -> bool:
+    return value is not None and (value < low or (high is not None and value > high))
+
+
+def _port_problem(key: str, port: Any) -> list[str]:
+    return [f"{key} is {port}; use a port from 1 to 65535"] if _out_of_range(port, *PORT_RANGE) else []
+
+
+def _virtual_server_range_problems(key: str, server: dict[str, Any]) -> list[str]:
+    """Ports, weights and times of one virtual server; a real server's port is checked only where it differs (DR)."""
+    found = _port_problem(f"{key}.port", server["port"])
+    sorry = server["sorry_server"]
+    if sorry and sorry["port"] != server["port"]:
+        found += _port_problem(f"{key}.sorry_server.port", sorry["port"])
+    if server["delay_loop_s"] <= 0:
+        found.append(f"{key}.delay_loop_s is {server['delay_loop_s']}; use a positive number of seconds")
+    if _out_of_range(server["persistence_timeout_s"], 0):
+        found.append(f"{key}.persistence_timeout_s is {server['persistence_timeout_s']}; use 0 (off) or more seconds")
+    if _out_of_range(server["quorum"], 1):
+        found.append(f"{key}.quorum is {server['quorum']}; keepalived replaces a quorum below 1 with 1: use 1 or more")
+    for real in server["real_servers"]:
+        real_key = f"{key}.real_servers[{real['address']}]"
+        if real["port"] != server["port"]:
+            found += _port_problem(f"{real_key}.port", real["port"])
+        if _out_of_range(real["weight"], *WEIGHT_RANGE):
+            found.append(f"{real_key}.weight is {real['weight']}; use 0 to 65535 (0 takes it out of rotation)")
+    return found
+
+
+def _check_range_problems(key: str, check: dict[str, Any]) -> list[str]:
+    found = _port_problem(f"{key}.connect_port", check["connect_port"])
+    if check["connect_timeout_s"] is not None and check["connect_timeout_s"] <= 0:
+        found.append(f"{key}.connect_timeout_s is {check['connect_timeout_s']}; use a positive number of seconds")
+    if _out_of_range(check["retry"], 0):
+        found.append(f"{key}.retry is {check['retry']}; use 0 or more retries")
+    if _out_of_range(check["delay_before_retry_s"], 0):
+        found.append(f"{key}.delay_before_retry_s is {check['delay_before_retry_s']}; use 0 or more seconds")
+    return found
+
+
+def _script_range_problems(host: str, script: dict[str, Any]) -> list[str]:
+    key = f"{host}: lvs_director_vrrp_scripts[{script['name']}]"
+    found = []
+    if _out_of_range(script["weight"], *SCRIPT_WEIGHT_RANGE):
+        found.append(f"{key}.weight is {script['weight']}; keepalived takes -253 to 253")
+    for field in ("fall", "rise"):
+        if _out_of_range(script[field], 1):
+            found.append(f"{key}.{field} is {script[field]}; use 1 or more")
+    return found
+
+
+# ---------------------------------------------------------------- addresses and families
+
+
+def _vip(address: str) -> str:
+    return address.split("/")[0]
+
+
+def _family_name(address: Any) -> str:
+    return FAMILY_NAMES.get(address_family(address), "not an address")
+
+
+def _instance_address_problems(config: dict[str, Any], instance: dict[str, Any], key: str) -> list[str]:
+    """VIPs that are this host's own addresses, VIPs of two families, unicast addresses of the other family."""
+    found = []
+    own = sorted(set(config["own_addresses"]) & {_vip(vip) for vip in instance["virtual_ipaddresses"]})
+    if own:
+        found.append(
+            f"{key}.virtual_ipaddresses has {', '.join(own)}, which is this host's own address, so a failover would "
+            "take it from this host; use a free address as the VIP"
+        )
+    if len({address_family(vip) for vip in instance["virtual_ipaddresses"]}) > 1:
+        found.append(
+            f"{key}.virtual_ipaddresses mixes IPv4 and IPv6 ({', '.join(instance['virtual_ipaddresses'])}), so "
+            "keepalived keeps the family of the first and the other VIPs stay up on every node (keepalived issue "
+            "2146); use one instance per family (they may share the VRID) and put both in one "
+            "lvs_director_vrrp_sync_groups entry"
+        )
+    family = FAMILY_NAMES[instance["family"]]
+    source = instance["unicast_src_ip"]
+    if source and address_family(source) != instance["family"]:
+        found.append(
+            f"{key}.unicast_src_ip {source} is {_family_name(source)} but the instance's VIPs are {family}; use "
+            f"this host's {family} address"
+        )
+    other = [peer for peer in instance["unicast_peers"] or [] if address_family(peer) != instance["family"]]
+    if other:
+        found.append(
+            f"{key}.unicast_peers has {', '.join(other)}, not {family} like the instance's VIPs; list the peers' "
+            f"{family} addresses"
+        )
+    return found
+
+
+def _vrid_problems(host: str, config: dict[str, Any]) -> list[str]:
+    """keepalived keys instances by VRID, family and interface: two alike on one host fail its config test."""
+    seen = defaultdict(list)
+    for instance in config["vrrp_instances"]:
+        seen[(instance["virtual_router_id"], instance["family"], instance["interface"])].append(instance["name"])
+    return [
+        f"{host}: lvs_director_vrrp_instances {' and '.join(names)} all use VRID {vrid} for {FAMILY_NAMES[family]} on "
+        f"{interface}, which keepalived refuses; give each its own VRID (an IPv4 and an IPv6 instance may share one)"
+        for (vrid, family, interface), names in sorted(seen.items()) if len(names) > 1
+    ]
+
+
+def _shared_address_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A VIP in two instances (one instance name is one VIP's owner on every peer), or also a real server's address."""
+    errors = []
+    holders, reals = defaultdict(list), defaultdict(list)
+    for config in configs:
+        for instance in config["vrrp_instances"]:
+            for vip in dict.fromkeys(_vip(v) for v in instance["virtual_ipaddresses"]):
+                holders[vip].append((config["host"], instance["name"]))
+        for server in config["virtual_servers"]:
+            for real in server["real_servers"]:
+                reals[real["address"]].append((config["host"], f"{server['address']}:{server['port']}"))
+    for vip, members in sorted(holders.items()):
+        hosts = [host for host, _name in members]
+        names = sorted({name for _host, name in members})
+        if len(names) > 1:
+            listing = "; ".join(f"{name} on {', '.join(h for h, n in members if n == name)}" for name in names)
+            errors.append(_problem(
+                hosts, f"{vip} is a VIP of more than one VRRP instance ({listing}), so the instances fight over it; "
+                "keep each VIP in one instance (peers share it under one instance name)"
+            ))
+        if vip in reals:
+            services = sorted({service for _host, service in reals[vip]})
+            errors.append(_problem(
+                hosts + [host for host, _service in reals[vip]],
+                f"{vip} is a VIP of lvs_director_vrrp_instances[{names[0]}] and also a real server of "
+                f"lvs_director_virtual_servers[{', '.join(services)}]; a real server needs an address of its own: "
+                "use the real server's own address there, or another VIP",
+            ))
+    return errors
+
+
+def _family_problems(key: str, server: dict[str, Any]) -> list[str]:
+    """DR cannot cross families: keepalived skips a real server of the other family ("Address family ... don't
+    match - skipping real server", check_parser.c)."""
+    if server["family"] is None:
+        return [f"{key}.address {server['address']} is not an IP address; use the VIP the service listens on"]
+    family = FAMILY_NAMES[server["family"]]
+    addresses = [real["address"] for real in server["real_servers"]]
+    if server["sorry_server"]:
+        addresses.append(server["sorry_server"]["address"])
+    other = [address for address in addresses if address_family(address) != server["family"]]
+    if not other:
+        return []
+    return [
+        f"{key} is {family} but {', '.join(other)} is not, and DR cannot cross address families (keepalived skips "
+        f"such a real server); use {family} addresses for its real servers and sorry server"
+    ]
+
+
+# ---------------------------------------------------------------- sync groups
+
+
+def _sync_group_problems(host: str, config: dict[str, Any]) -> list[str]:
+    """Groups keepalived refuses or that cannot move together: unknown or shared members, mixed states, one member."""
+    found = []
+    instances = {instance["name"]: instance for instance in config["vrrp_instances"]}
+    names = [group["name"] for group in config["vrrp_sync_groups"]]
+    for name in sorted({name for name in names if names.count(name) > 1}):
+        found.append(f"{host}: lvs_director_vrrp_sync_groups has two groups named '{name}'; rename one")
+    member_of = defaultdict(list)
+    for group in config["vrrp_sync_groups"]:
+        key = f"{host}: lvs_director_vrrp_sync_groups[{group['name']}]"
+        members = list(dict.fromkeys(group["instances"]))
+        for member in members:
+            member_of[member].append(group["name"])
+            if member not in instances:
+                found.append(
+                    f"{key}.instances names '{member}', which lvs_director_vrrp_instances does not define; define it "
+                    "there or remove it from the group"
+                )
+        if len(members) < 2:
+            found.append(
+                f"{key} has {len(members)} instance(s), and keepalived's config test fails on a sync group of fewer "
+                f"than two (\"Sync group {group['name']} has only 1 virtual router(s)\"); list the instances that "
+                "must move together, or drop the group"
+            )
+        states = {member: instances[member]["state"] for member in members if member in instances}
+        if len(set(states.values())) > 1:
+            listing = ", ".join(f"{member} {state}" for member, state in states.items())
+            found.append(
+                f"{key} has members in different states ({listing}), but a sync group changes state as one; give "
+                "its instances one state"
+            )
+    for member, groups in sorted(member_of.items()):
+        if len(groups) > 1:
+            found.append(
+                f"{host}: lvs_director_vrrp_instances[{member}] is in more than one sync group "
+                f"({', '.join(groups)}), and keepalived allows one; keep it in one group"
+            )
+    return found

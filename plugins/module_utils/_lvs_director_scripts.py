@@ -30,6 +30,10 @@ def script_paths(config):
         for notify in NOTIFY_KEYS:
             if instance[notify]:
                 named.append((instance[notify], f"lvs_director_vrrp_instances[{instance['name']}].{notify}"))
+    for group in config.get("vrrp_sync_groups") or []:
+        for notify in NOTIFY_KEYS:
+            if group[notify]:
+                named.append((group[notify], f"lvs_director_vrrp_sync_groups[{group['name']}].{notify}"))
     for server in config["virtual_servers"]:
         key = f"lvs_director_virtual_servers[{server['address']}:{server['port']}]"
         for notify in ("quorum_up", "quorum_down"):

@@ -160,7 +160,7 @@ def test_a_correct_pair_has_no_problem():
         ),
         pytest.param(
             {}, {"state": "MASTER"},
-            ["VRID 51: dir1, dir2 all have state MASTER; keep state MASTER on one director and set "
+            ["VRID 51 (IPv4): dir1, dir2 all have state MASTER; keep state MASTER on one director and set "
              "lvs_director_state: BACKUP (and a lower lvs_director_priority) on the others"],
             id="two intended masters for one VRID",
         ),
@@ -254,8 +254,8 @@ def test_a_correct_pair_has_no_problem():
         ),
         pytest.param(
             {}, {"priority": 150},
-            ["VRID 51: dir1 has state MASTER with priority 150 but dir2 (150) is not lower, so dir1 would not keep the "
-             "VIP; give the master the highest lvs_director_priority"],
+            ["VRID 51 (IPv4): dir1 has state MASTER with priority 150 but dir2 (150) is not lower, so dir1 would not "
+             "keep the VIP; give the master the highest lvs_director_priority"],
             id="intended master not the highest priority",
         ),
         pytest.param(

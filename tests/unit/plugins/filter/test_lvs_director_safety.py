@@ -178,8 +178,9 @@ def test_a_track_script_weight_that_cannot_close_the_priority_gap_is_a_warning(w
     errors, warnings = findings(both={"vrrp_scripts": [script], "vrrp_instances": tracked})
     assert errors == []
     expected = (
-        f"dir1: lvs_director_vrrp_scripts[chk].weight is {weight}: a failure lowers dir1's priority for VRID 51 from "
-        f"150 to {150 + (weight or 0)}, not below dir2's 100, so it never moves the VIP; use a weight of -51 or lower"
+        f"dir1: lvs_director_vrrp_scripts[chk].weight is {weight}: a failure lowers dir1's priority for VRID 51 "
+        f"(IPv4) from 150 to {150 + (weight or 0)}, not below dir2's 100, so it never moves the VIP; use a weight of "
+        "-51 or lower"
     )
     assert warnings == ([expected] if warned else [])
 
