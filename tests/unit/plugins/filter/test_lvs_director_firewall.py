@@ -53,7 +53,7 @@ def test_rules_accept_vrrp_on_the_instance_interface_and_the_service_to_its_vip(
 def test_rules_accept_vrrp_only_from_the_unicast_peers_when_the_instance_has_them():
     instance = {"name": "VI_LVS", "interface": "eth0", "virtual_ipaddresses": ["198.18.0.100/32"],
                 "unicast_peers": ["198.18.0.12", "198.18.0.13"]}
-    (vrrp, _) = lvs_director_firewall_rules(director(vrrp_instances=[instance]))
+    vrrp = lvs_director_firewall_rules(director(vrrp_instances=[instance]))[0]
     assert vrrp["rule"] == "ip saddr { 198.18.0.12, 198.18.0.13 } meta nfproto ipv4 meta l4proto 112"
 
 
@@ -61,8 +61,8 @@ def test_rules_accept_vrrp_over_ipv6_and_the_service_with_ip6_daddr_for_an_ipv6_
     instance = {"name": "VI_V6", "interface": "eth0", "virtual_ipaddresses": ["2001:db8::100/128"],
                 "unicast_peers": None}
     server = {"address": "2001:db8::100", "port": 53, "protocol": "UDP"}
-    assert [r["rule"] for r in lvs_director_firewall_rules(director(vrrp_instances=[instance],
-                                                                     virtual_servers=[server]))] == [
+    rules = lvs_director_firewall_rules(director(vrrp_instances=[instance], virtual_servers=[server]))
+    assert [r["rule"] for r in rules] == [
         'iifname "eth0" meta nfproto ipv6 meta l4proto 112', "ip6 daddr 2001:db8::100 udp dport 53"]
 
 
@@ -112,7 +112,7 @@ def test_the_sync_port_is_looked_for_too():
 
 
 def test_the_warning_names_host_chain_consequence_and_the_rule_to_add():
-    (finding, _) = lvs_director_firewall_findings(capture("drop-ssh-only"), director())
+    finding = lvs_director_firewall_findings(capture("drop-ssh-only"), director())[0]
     assert finding == {"hosts": ["dir1"], "message": (
         "dir1: nftables chain inet filter input (hook input, policy drop) has no rule that accepts VRRP (IP protocol "
         "112) of instance VI_LVS, so this director does not hear its peers' adverts and becomes MASTER beside them. "
@@ -121,7 +121,7 @@ def test_the_warning_names_host_chain_consequence_and_the_rule_to_add():
 
 
 def test_a_final_reject_rule_is_named_as_such():
-    (finding, _) = lvs_director_firewall_findings(capture("accept-then-reject"), director())
+    finding = lvs_director_firewall_findings(capture("accept-then-reject"), director())[0]
     assert "(hook input, ends in a drop or reject)" in finding["message"]
 
 
