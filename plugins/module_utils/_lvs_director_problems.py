@@ -754,6 +754,16 @@ def _sync_group_problems(host: str, config: dict[str, Any]) -> list[str]:
                 f"than two (\"Sync group {group['name']} has only 1 virtual router(s)\"); list the instances that "
                 "must move together, or drop the group"
             )
+        scripts = {script["name"]: script for script in config["vrrp_scripts"]}
+        for member in members:
+            weighted = [name for name in (instances.get(member) or {}).get("track_scripts", [])
+                        if (scripts.get(name) or {}).get("weight")]
+            if weighted:
+                found.append(
+                    f"{key} has {member}, which tracks the weighted script(s) {', '.join(weighted)}; keepalived "
+                    "ignores weights in a sync group and its config test fails (\"ignoring tracked script ... with "
+                    "weights due to SYNC group\"); drop the weight (a failing script then faults the whole group)"
+                )
         states = {member: instances[member]["state"] for member in members if member in instances}
         if len(set(states.values())) > 1:
             listing = ", ".join(f"{member} {state}" for member, state in states.items())

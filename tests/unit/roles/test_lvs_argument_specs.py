@@ -55,3 +55,10 @@ def test_director_sub_option_defaults_are_the_ones_the_resolve_filter_fills_in()
     assert documented(check) == filled(model.CHECK_DEFAULTS, check)
     assert sorted(check["type"]["choices"]) == sorted(model.CHECK_TYPES)
     assert server["real_servers"]["options"]["weight"]["default"] == 1
+
+
+def test_the_sync_group_options_are_the_keys_the_resolve_filter_reads():
+    from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import SYNC_GROUP_DEFAULTS
+
+    group = spec("lvs_director")["lvs_director_vrrp_sync_groups"]["options"]
+    assert sorted(group) == sorted(["name", "instances", *SYNC_GROUP_DEFAULTS])

@@ -36,7 +36,12 @@ def everything():
              "nopreempt": True, "auth_pass": "s3cret", "virtual_ipaddresses": ["198.18.0.102"]},
             {"name": "VI_DELAY", "virtual_router_id": 53, "state": "BACKUP", "preempt_delay_s": 5,
              "virtual_ipaddresses": ["198.18.0.103"]},
+            # An IPv4 and an IPv6 instance on one VRID, moved together by a sync group.
+            {"name": "VI_V4", "virtual_router_id": 54, "virtual_ipaddresses": ["198.18.0.104"]},
+            {"name": "VI_V6", "virtual_router_id": 54, "virtual_ipaddresses": ["2001:db8::100"]},
         ],
+        "vrrp_sync_groups": [{"name": "G_LVS", "instances": ["VI_V4", "VI_V6"], "notify_master": "/bin/true master",
+                              "notify": "/bin/true"}],
         "virtual_servers": [
             {"address": "198.18.0.100", "port": 80, "lvs_sched": "wrr", "persistence_timeout_s": 300, "quorum": 2,
              "sorry_server": {"address": "198.18.0.30"},
@@ -166,3 +171,17 @@ def test_the_template_quotes_every_value_that_can_hold_a_comment_character(rende
         # Anything after a # or ! outside quotes would be a comment to keepalived.
         outside = stripped.split('"')[0::2]
         assert not any(char in part for part in outside for char in "#!"), line
+
+
+def test_a_sync_group_lists_its_instances_and_quotes_its_notify_scripts(render):
+    text = render_config(render, everything())
+    assert (
+        "vrrp_sync_group G_LVS {\n    group {\n        VI_V4\n        VI_V6\n    }\n"
+        '    notify_master "/bin/true master"\n    notify "/bin/true"\n}\n'
+    ) in text
+
+
+def test_no_sync_group_block_without_sync_groups(render):
+    resolved = everything()
+    resolved["vrrp_sync_groups"] = []
+    assert "vrrp_sync_group" not in render_config(render, resolved)

@@ -327,3 +327,15 @@ def test_a_sync_group_notify_script_with_a_double_quote_is_refused():
         "backslash or a line break that keepalived cannot read inside a quoted value; use a wrapper script without "
         "them"
     ]
+
+
+def test_a_weighted_track_script_in_a_sync_group_is_refused_as_keepalived_config_test_fails_on_it():
+    both = dual_stack()
+    both["vrrp_instances"][0]["track_scripts"] = ["chk"]
+    both["vrrp_scripts"] = [{"name": "chk", "script": "/bin/true", "weight": -60}]
+    assert errors(both=both) == [
+        f"{host}: lvs_director_vrrp_sync_groups[G_LVS] has VI_4, which tracks the weighted script(s) chk; keepalived "
+        "ignores weights in a sync group and its config test fails (\"ignoring tracked script ... with weights due "
+        "to SYNC group\"); drop the weight (a failing script then faults the whole group)"
+        for host in ("dir1", "dir2")
+    ]
