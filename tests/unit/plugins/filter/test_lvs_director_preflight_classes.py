@@ -52,14 +52,13 @@ def service(real_servers=None, **fields):
     return [{"address": VIP, "port": 80, "real_servers": reals, **fields}]
 
 
-def dual_stack(v6_state=None, group=True):
+def dual_stack(v6_state=None):
     """VI_4 and VI_6 share VRID 51, one per family, in one sync group."""
-    instances = [
-        {"name": "VI_4", "virtual_router_id": 51, "virtual_ipaddresses": [VIP]},
-        {"name": "VI_6", "virtual_router_id": 51, "virtual_ipaddresses": [VIP6], **({"state": v6_state} if v6_state
-                                                                                     else {})},
-    ]
-    groups = [{"name": "G_LVS", "instances": ["VI_4", "VI_6"]}] if group else []
+    v6 = {"name": "VI_6", "virtual_router_id": 51, "virtual_ipaddresses": [VIP6]}
+    if v6_state:
+        v6["state"] = v6_state
+    instances = [{"name": "VI_4", "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}, v6]
+    groups = [{"name": "G_LVS", "instances": ["VI_4", "VI_6"]}]
     return {"vrrp_instances": instances, "vrrp_sync_groups": groups}
 
 
