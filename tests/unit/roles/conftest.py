@@ -12,6 +12,7 @@ def render():
     """render(role, template, **variables) -> the text the template module would write."""
 
     # Imported here: the collection loader is in place only once pytest-ansible has configured the session.
+    from ansible.plugins.filter.core import FilterModule as CoreFilters
     from ansible_collections.hpc.balance.plugins.filter.lvs_sysctl import FilterModule as SysctlFilters
 
     def _render(role, template, **variables):
@@ -21,6 +22,8 @@ def render():
             keep_trailing_newline=True,
             undefined=jinja2.StrictUndefined,
         )
+        # Ansible's own bool filter, which the templates use for booleans given as text ("false" from -e).
+        environment.filters["bool"] = CoreFilters().filters()["bool"]
         environment.filters.update(
             {f"hpc.balance.{name}": function for name, function in SysctlFilters().filters().items()}
         )

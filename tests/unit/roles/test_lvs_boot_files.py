@@ -191,7 +191,9 @@ def test_sysv_boot_script_adds_an_ipv6_vip_with_nodad_and_an_ipv4_vip_with_the_l
 
 @pytest.mark.parametrize(
     ("vrrp_only", "line"),
-    [(True, "-net.ipv4.vs.expire_nodest_conn = 1\n"), (False, "\nnet.ipv4.vs.expire_nodest_conn = 1\n")],
+    [(True, "-net.ipv4.vs.expire_nodest_conn = 1\n"), (False, "\nnet.ipv4.vs.expire_nodest_conn = 1\n"),
+     # As -e and INI inventories give it: text, read as Ansible's bool filter does.
+     ("false", "\nnet.ipv4.vs.expire_nodest_conn = 1\n"), ("yes", "-net.ipv4.vs.expire_nodest_conn = 1\n")],
 )
 def test_director_sysctl_file_marks_ipvs_keys_optional_only_without_ipvs(render, vrrp_only, line):
     text = render("lvs_director", "sysctl.conf.j2", lvs_director_vrrp_only=vrrp_only,
