@@ -644,6 +644,8 @@ def _split_text(report):
     if not servers or len(servers) > SPLIT_MAX_SERVERS:
         return None
     loads = [server["load"] or 0 for server in servers]
+    if not sum(loads):
+        return None  # "no load to judge" says it already
     parts = [f"{server['name'] or server['address']} {load:g}" for server, load in zip(servers, loads)]
     return f"split {' / '.join(parts)} of {sum(loads):g} {METRIC_UNITS[report['metric']]}"
 
