@@ -13,6 +13,7 @@ def render():
 
     # Imported here: the collection loader is in place only once pytest-ansible has configured the session.
     from ansible.plugins.filter.core import FilterModule as CoreFilters
+
     from ansible_collections.hpc.balance.plugins.filter.lvs_sysctl import FilterModule as SysctlFilters
 
     def _render(role, template, **variables):
