@@ -176,7 +176,8 @@ def _resolve_instance(instance: Any, host_defaults: dict[str, Any], index: int) 
     return resolved
 
 
-def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = True) -> dict[str, Any]:
+def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = True,
+                            weights: dict[str, int] | None = None) -> dict[str, Any]:
     port = server.get("port") if isinstance(server, dict) else None
     what = f"lvs_director_virtual_servers[{index}]"
     if port is None or not server.get("address"):
@@ -212,12 +213,15 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
     real_servers = []
     for real in server.get("real_servers") or []:
         real_what = f"{what}.real_servers[{real.get('address')}]"
+        configured = _int(real.get("weight") if real.get("weight") is not None else 1, f"{real_what}.weight")
         real_servers.append(
             {
                 "address": str(real["address"]),
                 "port": _int(real.get("port") if real.get("port") is not None else resolved["port"],
                              f"{real_what}.port"),
-                "weight": _int(real.get("weight") if real.get("weight") is not None else 1, f"{real_what}.weight"),
+                # A weight set from measured capacity (playbooks/rebalance.yml) wins over the configured one.
+                "weight": (weights or {}).get(_address_key(real["address"]), configured),
+                "configured_weight": configured,
                 "notify_up": None if not real.get("notify_up") else str(real["notify_up"]),
                 "notify_down": None if not real.get("notify_down") else str(real["notify_down"]),
                 "check": _resolve_check(real.get("check"), check, f"{real_what}.check", resolved["protocol"]),
@@ -247,11 +251,13 @@ def resolve(settings: Any) -> dict[str, Any]:
     settings -- a dict of the role variables without the prefix: host, router_id, interface, priority, state,
                 advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, virtual_servers, clients_behind_nat,
                 vrrp_only, own_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
-                script_files (paths the role deploys), global_defs_extra, vrrp_sync_groups
+                script_files (paths the role deploys), global_defs_extra, vrrp_sync_groups,
+                real_server_weights ({real server address: weight} from playbooks/rebalance.yml)
     """
     if not isinstance(settings, dict):
         raise LvsDirectorConfigError(f"lvs_director_resolve: expects a dict of settings, got {type(settings).__name__}")
     inhibit_on_failure = _flag(settings.get("inhibit_on_failure"), "lvs_director_inhibit_on_failure", True)
+    weights = _resolve_weights(settings.get("real_server_weights"))
     host_defaults = {
         "interface": str(settings.get("interface") or ""),
         "priority": settings.get("priority", 100),
@@ -278,7 +284,7 @@ def resolve(settings: Any) -> dict[str, Any]:
         ],
         "vrrp_scripts": [_resolve_script(script, i) for i, script in enumerate(settings.get("vrrp_scripts") or [])],
         "virtual_servers": [
-            _resolve_virtual_server(server, index, inhibit_on_failure)
+            _resolve_virtual_server(server, index, inhibit_on_failure, weights)
             for index, server in enumerate(settings.get("virtual_servers") or [])
         ],
         # None when unknown: the checks that compare with them are then skipped.
@@ -289,6 +295,27 @@ def resolve(settings: Any) -> dict[str, Any]:
         # {path: stat result} of every script the config names, added by the role's preflight (None: not looked).
         "script_stats": settings.get("script_stats"),
     }
+
+
+def _address_key(address: Any) -> str:
+    """An address as one spelling (fd00:0::1 and fd00::1 are one real server)."""
+    try:
+        return str(ipaddress.ip_address(str(address).strip()))
+    except ValueError:
+        return str(address).strip()
+
+
+def _resolve_weights(weights: Any) -> dict[str, int]:
+    """lvs_director_real_server_weights {address: weight} -> the same with whole numbers and one address spelling."""
+    if weights in (None, ""):
+        return {}
+    if not isinstance(weights, dict):
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: lvs_director_real_server_weights must map real server addresses to weights, got "
+            f"{type(weights).__name__}"
+        )
+    return {_address_key(address): _int(weight, f"lvs_director_real_server_weights[{address}]")
+            for address, weight in weights.items()}
 
 
 def _resolve_timeouts(timeouts: Any) -> dict[str, int | float]:

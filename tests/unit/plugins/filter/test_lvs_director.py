@@ -102,6 +102,27 @@ def test_resolve_gives_real_servers_the_service_port_and_check():
     assert real["check"]["connect_timeout_s"] == 3
 
 
+def test_weights_from_measured_capacity_win_over_the_configured_ones_and_keep_them_in_view():
+    resolved = lvs_director_resolve(settings("dir1", real_server_weights={"198.18.0.22": "33"}))
+    reals = resolved["virtual_servers"][0]["real_servers"]
+    assert [(real["weight"], real["configured_weight"]) for real in reals] == [(3, 3), (33, 1)]
+
+
+def test_a_measured_weight_outside_what_ipvsadm_takes_is_refused_in_preflight():
+    assert errors(dir1={"real_server_weights": {"198.18.0.22": 70000}},
+                  dir2={"real_server_weights": {"198.18.0.22": 70000}}) == [
+        "dir1: lvs_director_virtual_servers[198.18.0.100:80].real_servers[198.18.0.22].weight is 70000; use 0 to "
+        "65535 (0 takes it out of rotation)",
+        "dir2: lvs_director_virtual_servers[198.18.0.100:80].real_servers[198.18.0.22].weight is 70000; use 0 to "
+        "65535 (0 takes it out of rotation)",
+    ]
+
+
+def test_weights_that_are_not_a_mapping_are_refused():
+    with pytest.raises(AnsibleFilterError, match="lvs_director_real_server_weights must map real server addresses"):
+        lvs_director_resolve(settings("dir1", real_server_weights=[33]))
+
+
 def test_resolve_keeps_a_real_server_check_of_its_own():
     reals = [{"address": "198.18.0.21", "check": {"type": "MISC_CHECK", "misc_path": "/bin/true"}}]
     resolved = lvs_director_resolve(settings("dir1", virtual_servers=server(real_servers=reals)))

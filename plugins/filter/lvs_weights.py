@@ -1,0 +1,96 @@
+"""LVS weights from measured capacity: the network half of playbooks/rebalance.yml.
+
+wrr and wlc send each real server a share of the new connections in proportion to its weight, so a pool of unequal
+servers at equal weights overloads the small ones. The weights here are the servers' measured capacities (iperf3
+throughput, vCPU count, or a figure the operator gives) scaled to whole numbers, and they change only when the shares
+move by more than a hysteresis: a re-measurement with a little noise rewrites nothing and reloads nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+# The largest weight handed out: fine enough for a 1 % share step, far below IPVS's 65535.
+DEFAULT_MAX_WEIGHT = 100
+# Shares that move by less than this many percentage points leave the weights as they are.
+DEFAULT_MIN_CHANGE_PERCENT = 5.0
+# ipvsadm accepts weights 0-65535 (ipvsadm(8) --weight); 0 would drain, which is the drain playbook's job.
+WEIGHT_RANGE = (1, 65535)
+
+
+def _capacity(name: str, value: Any) -> int | float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError(
+            f"lvs_weights: the capacity of {name} is {value!r}, not a number; measure it again or give it by hand "
+            "(hpc_balance_rebalance_lvs_capacity)"
+        ) from None
+    if not math.isfinite(number) or number <= 0:
+        raise AnsibleFilterError(
+            f"lvs_weights: the capacity of {name} is {value!r}; a serving real server needs a capacity above 0 "
+            "(drain a server that cannot serve with playbooks/lvs_drain.yml instead)"
+        )
+    return int(number) if number.is_integer() else number  # 8 vCPUs read as 8, not 8.0
+
+
+def _shares(weights: dict[str, float]) -> dict[str, float]:
+    total = sum(weights.values())
+    return {name: (weight / total if total else 0.0) for name, weight in weights.items()}
+
+
+def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = None,
+                max_weight: int = DEFAULT_MAX_WEIGHT,
+                min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT) -> dict[str, Any]:
+    """{real server: capacity} -> the plan ``{weights, before, after, change_percent, changed, reason}``.
+
+    capacities         -- measured capacity per real server (any unit, the same for all: bit/s, vCPUs, requests/s)
+    current            -- {real server: weight} in use now; missing servers count as weight 1
+    max_weight         -- the largest capacity gets this weight, the others in proportion (at least 1)
+    min_change_percent -- hysteresis: when no server's share moves by more than this many percentage points, the
+                          current weights are kept (changed false)
+
+    ``before`` and ``after`` are the shares in percent; ``weights`` is what to apply (the current ones when unchanged).
+    """
+    if not isinstance(capacities, dict) or not capacities:
+        raise AnsibleFilterError("lvs_weights: no capacity was measured; give {real server: capacity}")
+    try:
+        max_weight = int(max_weight)
+        min_change_percent = float(min_change_percent)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("lvs_weights: max_weight must be a whole number and min_change_percent a number")
+    if not WEIGHT_RANGE[0] <= max_weight <= WEIGHT_RANGE[1]:
+        raise AnsibleFilterError(f"lvs_weights: max_weight is {max_weight}; use 1 to {WEIGHT_RANGE[1]}, e.g. 100")
+    if min_change_percent < 0:
+        raise AnsibleFilterError(f"lvs_weights: min_change_percent is {min_change_percent:g}; use 0 or more, e.g. 5")
+    measured = {str(name): _capacity(str(name), value) for name, value in capacities.items()}
+    largest = max(measured.values())
+    proposed = {name: max(WEIGHT_RANGE[0], round(max_weight * value / largest)) for name, value in measured.items()}
+    in_use = {name: int((current or {}).get(name, 1)) for name in measured}
+    before, after = _shares(in_use), _shares(proposed)
+    change = max(abs(after[name] - before[name]) for name in measured) * 100.0
+    changed = change > min_change_percent
+    if changed:
+        reason = f"the shares move by up to {change:.1f} points (more than {min_change_percent:g})"
+    else:
+        reason = f"the shares would move by {change:.1f} points at most (not more than {min_change_percent:g}): kept"
+    return {
+        "weights": proposed if changed else in_use,
+        "proposed": proposed,
+        "capacities": measured,
+        "before": {name: round(share * 100.0, 1) for name, share in before.items()},
+        "after": {name: round(share * 100.0, 1) for name, share in (after if changed else before).items()},
+        "change_percent": round(change, 1),
+        "changed": changed,
+        "reason": reason,
+    }
+
+
+class FilterModule:
+    """LVS weights from measured capacity."""
+
+    def filters(self):
+        return {"lvs_weights": lvs_weights}
