@@ -125,3 +125,15 @@ def test_rolling_maintenance_refuses_a_service_with_one_serving_real_server(tmp_
         "server would leave the service with none",
     )
     assert "TCP 198.18.0.100:80" not in result.stdout
+
+
+def test_rolling_maintenance_passes_its_checks_when_every_service_keeps_a_serving_real_server(tmp_path):
+    # Port 53 gets a second real server; the run then gets as far as the first connection (refused on 127.0.0.1:1).
+    inventory = INVENTORY.replace(
+        "                - {address: 198.18.0.21}\n",
+        "                - {address: 198.18.0.21}\n                - {address: 198.18.0.22}\n",
+    )
+    result = run(tmp_path, ROLLING, inventory_text=inventory)
+    assert result.returncode == 4, result.stdout
+    assert "would leave the service with none" not in result.stdout
+    assert "UNREACHABLE" in result.stdout
