@@ -61,7 +61,9 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
         max_weight = int(max_weight)
         min_change_percent = float(min_change_percent)
     except (TypeError, ValueError):
-        raise AnsibleFilterError("lvs_weights: max_weight must be a whole number and min_change_percent a number")
+        raise AnsibleFilterError(
+            "lvs_weights: max_weight must be a whole number and min_change_percent a number"
+        ) from None
     if not WEIGHT_RANGE[0] <= max_weight <= WEIGHT_RANGE[1]:
         raise AnsibleFilterError(f"lvs_weights: max_weight is {max_weight}; use 1 to {WEIGHT_RANGE[1]}, e.g. 100")
     if min_change_percent < 0:

@@ -95,8 +95,8 @@ options:
   real_server_names:
     description:
       - Names to show for real server addresses (a dict from address to name), for example the inventory hostnames
-        of the real servers. Each real server's C(name) and the summary line use them; addresses without a name are shown as
-        they are.
+        of the real servers. Each real server's C(name) and the summary line use them; addresses without a name are
+        shown as they are.
     type: dict
     default: {}
 notes:
