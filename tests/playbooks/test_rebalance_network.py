@@ -61,13 +61,13 @@ def test_without_a_capacity_source_the_network_layer_is_left_alone(tmp_path):
 def test_equal_vcpu_counts_keep_equal_weights(tmp_path):
     rc, run = rebalance(tmp_path, "-e", "hpc_balance_rebalance_lvs_capacity_source=vcpus")
     assert rc == 0, run
-    (plan,) = [r["ansible_facts"]["hpc_balance_rebalance_lvs_plan"] for r in results(run, "Plan the weights (the "
-                                                                                    "same plan for every director)")]
+    planned = results(run, "Plan the weights (the same plan for every director)")
+    (plan,) = [result["ansible_facts"]["hpc_balance_rebalance_lvs_plan"] for result in planned]
     cpus = os.cpu_count()
     assert plan["capacities"] == {"198.18.0.21": cpus, "198.18.0.22": cpus}
     assert (plan["changed"], plan["weights"]) == (False, {"198.18.0.21": 1, "198.18.0.22": 1})
-    lines = [r["msg"] for r in results(run, "Show each real server's capacity, share and weight, before and after")
-             [0]["results"]]
+    shown = results(run, "Show each real server's capacity, share and weight, before and after")[0]["results"]
+    lines = [item["msg"] for item in shown]
     assert lines == [f"rs1 (198.18.0.21): capacity {cpus} vCPUs, share 50.0 % -> 50.0 %, weight 1",
                      f"rs2 (198.18.0.22): capacity {cpus} vCPUs, share 50.0 % -> 50.0 %, weight 1"]
     assert run["stats"]["dir1"]["changed"] == 0
