@@ -10,12 +10,12 @@ import subprocess
 import uuid
 
 import pytest
+from lvs_role_files import KEEPALIVED, keepalived_config_test
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director_firewall import lvs_director_firewall_rules
 
 NFT = shutil.which("nft") or shutil.which("nft", path="/usr/sbin")
 IP = shutil.which("ip") or shutil.which("ip", path="/usr/sbin:/sbin")
-KEEPALIVED = shutil.which("keepalived") or shutil.which("keepalived", path="/usr/sbin")
 CAN_NETNS = NFT is not None and IP is not None and hasattr(os, "geteuid") and os.geteuid() == 0
 SYNC = {"interface": "eth0", "instance": "VI_LVS", "sync_id": 51, "maxlen_bytes": 1472, "port": 8848, "ttl": 1,
         "group": "224.0.0.81"}
@@ -126,17 +126,11 @@ def test_keepalived_conf_has_no_sync_daemon_when_it_is_off(render):
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
 def test_keepalived_accepts_the_sync_daemon_line(render, tmp_path):
-    config = tmp_path / "keepalived.conf"
-    config.write_text(render_keepalived(render, SYNC))
-    result = subprocess.run([KEEPALIVED, "--config-test", "--all-config", "--use-file", str(config)],
-                            capture_output=True, text=True, timeout=30, check=False)
+    result = keepalived_config_test(render_keepalived(render, SYNC), tmp_path)
     assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
 def test_keepalived_check_passes_an_unknown_sync_instance_so_the_preflight_must_catch_it(render, tmp_path):
-    config = tmp_path / "keepalived.conf"
-    config.write_text(render_keepalived(render, dict(SYNC, instance="VI_NOPE")))
-    result = subprocess.run([KEEPALIVED, "--config-test", "--all-config", "--use-file", str(config)],
-                            capture_output=True, text=True, timeout=30, check=False)
+    result = keepalived_config_test(render_keepalived(render, dict(SYNC, instance="VI_NOPE")), tmp_path)
     assert result.returncode == 0, result.stderr

@@ -4,16 +4,12 @@ the real `keepalived --config-test` for every kind of block the role can write (
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
+from lvs_role_files import KEEPALIVED, keepalived_config_test
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_resolve
-
-KEEPALIVED = shutil.which("keepalived") or (
-    "/usr/sbin/keepalived" if shutil.which("keepalived", path="/usr/sbin") else None
-)
 
 
 def everything():
@@ -108,19 +104,14 @@ def test_no_check_block_for_check_type_none(render):
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
 def test_keepalived_accepts_every_block_the_template_writes(render, tmp_path):
-    config = tmp_path / "keepalived.conf"
-    config.write_text(render_config(render, everything()))
-    result = subprocess.run([KEEPALIVED, "--config-test", "--all-config", "--use-file", str(config)],
-                            capture_output=True, text=True, timeout=30, check=False)
+    result = keepalived_config_test(render_config(render, everything()), tmp_path)
     assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
 def test_keepalived_rejects_an_unknown_keyword_so_the_check_can_fail(render, tmp_path):
-    config = tmp_path / "keepalived.conf"
-    config.write_text(render_config(render, everything(), extra=["vrrp_garp_master_refreshh 60"]))
-    result = subprocess.run([KEEPALIVED, "--config-test", "--all-config", "--use-file", str(config)],
-                            capture_output=True, text=True, timeout=30, check=False)
+    text = render_config(render, everything(), extra=["vrrp_garp_master_refreshh 60"])
+    result = keepalived_config_test(text, tmp_path)
     assert result.returncode != 0
     assert "Unknown keyword 'vrrp_garp_master_refreshh'" in result.stderr
 

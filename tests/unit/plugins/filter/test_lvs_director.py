@@ -10,39 +10,18 @@ import copy
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from lvs_director_pair import VIP, pair_settings, weighted_service
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
     lvs_director_problems,
     lvs_director_resolve,
 )
 
-VIP = "198.18.0.100"
-
 
 def settings(host, **overrides):
-    """Role variables of one director of a correct pair (dir1 MASTER, dir2 BACKUP)."""
-    base = {
-        "host": host,
-        "interface": "eth0",
-        "state": "MASTER" if host == "dir1" else "BACKUP",
-        "priority": 150 if host == "dir1" else 100,
-        "vrrp_version": 3,
-        "advert_int_s": 0.1,
-        "vrrp_instances": [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}],
-        "virtual_servers": [
-            {
-                "address": VIP,
-                "port": 80,
-                "lvs_sched": "wrr",
-                "real_servers": [{"address": "198.18.0.21", "weight": 3}, {"address": "198.18.0.22"}],
-            }
-        ],
-        "vrrp_only": True,
-        "own_addresses": ["198.18.0.11" if host == "dir1" else "198.18.0.12"],
-        "known_interfaces": ["eth0", "lo"],
-    }
-    base.update(overrides)
-    return base
+    """Role variables of one director of a correct pair (dir1 MASTER, dir2 BACKUP), VRRPv3 with 0.1 s adverts."""
+    return pair_settings(host, **{"vrrp_version": 3, "advert_int_s": 0.1, "virtual_servers": weighted_service(
+        lvs_sched="wrr"), **overrides})
 
 
 def problems(dir1=None, dir2=None, failed_hosts=None):

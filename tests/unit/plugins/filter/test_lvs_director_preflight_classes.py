@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from lvs_director_pair import VIP, pair_settings
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
     lvs_director_problems,
@@ -14,27 +15,12 @@ from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
     lvs_director_script_paths,
 )
 
-VIP = "198.18.0.100"
 VIP6 = "2001:db8::100"
 KEY = f"lvs_director_virtual_servers[{VIP}:80]"
 
 
 def settings(host, **overrides):
-    base = {
-        "host": host,
-        "interface": "eth0",
-        "state": "MASTER" if host == "dir1" else "BACKUP",
-        "priority": 150 if host == "dir1" else 100,
-        "advert_int_s": 1,
-        "vrrp_instances": [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}],
-        "virtual_servers": [{"address": VIP, "port": 80,
-                             "real_servers": [{"address": "198.18.0.21"}, {"address": "198.18.0.22"}]}],
-        "vrrp_only": True,
-        "own_addresses": ["198.18.0.11" if host == "dir1" else "198.18.0.12"],
-        "known_interfaces": ["eth0", "lo"],
-    }
-    base.update(overrides)
-    return base
+    return pair_settings(host, **{"advert_int_s": 1, **overrides})
 
 
 def findings(both=None, dir1=None, dir2=None):

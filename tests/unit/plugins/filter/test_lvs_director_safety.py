@@ -16,6 +16,7 @@ keepalived behaviour each finding rests on, from keepalived 2.2.7 (acassen/keepa
 from __future__ import annotations
 
 import pytest
+from lvs_director_pair import VIP, pair_settings, weighted_service
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
     lvs_director_problems,
@@ -23,27 +24,15 @@ from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
     lvs_director_script_paths,
 )
 
-VIP = "198.18.0.100"
 KEY = f"lvs_director_virtual_servers[{VIP}:80]"
 SAFE = {"exists": True, "executable": True, "uid": 0, "mode": "0755", "folder": {"uid": 0, "mode": "0755"}}
 
 
 def settings(host, **overrides):
-    base = {
-        "host": host,
-        "interface": "eth0",
-        "state": "MASTER" if host == "dir1" else "BACKUP",
-        "priority": 150 if host == "dir1" else 100,
-        "vrrp_instances": [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}],
-        "virtual_servers": [{"address": VIP, "port": 80,
-                             "real_servers": [{"address": "198.18.0.21", "weight": 3}, {"address": "198.18.0.22"}]}],
-        "vrrp_only": False,
-        "own_addresses": ["198.18.0.11" if host == "dir1" else "198.18.0.12"],
-        "known_interfaces": ["eth0", "lo"],
-        "sysctls": {"net.ipv4.vs.expire_nodest_conn": 1, "net.ipv4.vs.expire_quiescent_template": 1},
-    }
-    base.update(overrides)
-    return base
+    """The correct pair with IPVS (not VRRP only), wrr 3:1 and the role's default IPVS sysctls."""
+    return pair_settings(host, **{"virtual_servers": weighted_service(), "vrrp_only": False,
+                                  "sysctls": {"net.ipv4.vs.expire_nodest_conn": 1,
+                                              "net.ipv4.vs.expire_quiescent_template": 1}, **overrides})
 
 
 def findings(both=None, dir1=None, dir2=None):

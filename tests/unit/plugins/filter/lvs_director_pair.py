@@ -1,0 +1,34 @@
+"""The correct pair of directors the lvs_director filter tests start from: dir1 MASTER (priority 150), dir2 BACKUP
+(100), one VRRP instance (VRID 51) moving the VIP, one virtual server on port 80 with two real servers. A test changes
+one thing and expects exactly the finding that one change causes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+VIP = "198.18.0.100"
+REAL_SERVERS = ("198.18.0.21", "198.18.0.22")
+
+
+def pair_settings(host: str, **overrides: Any) -> dict[str, Any]:
+    """Role variables of ``host`` (dir1 or dir2) in the correct pair, with ``overrides`` on top."""
+    base = {
+        "host": host,
+        "interface": "eth0",
+        "state": "MASTER" if host == "dir1" else "BACKUP",
+        "priority": 150 if host == "dir1" else 100,
+        "vrrp_instances": [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}],
+        "virtual_servers": [{"address": VIP, "port": 80,
+                             "real_servers": [{"address": address} for address in REAL_SERVERS]}],
+        "vrrp_only": True,
+        "own_addresses": ["198.18.0.11" if host == "dir1" else "198.18.0.12"],
+        "known_interfaces": ["eth0", "lo"],
+    }
+    base.update(overrides)
+    return base
+
+
+def weighted_service(**fields: Any) -> list[dict[str, Any]]:
+    """The pair's virtual server with urs1 at weight 3 and urs2 at the default 1 (a wrr 3:1 pool)."""
+    return [{"address": VIP, "port": 80,
+             "real_servers": [{"address": REAL_SERVERS[0], "weight": 3}, {"address": REAL_SERVERS[1]}], **fields}]
