@@ -153,7 +153,12 @@ molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one
 	$(call require,$(addprefix extensions/molecule/,$(addsuffix /molecule.yml,$(MOLECULE_SCENARIOS))))
 	@cd $(ROOT) && for s in $${SCENARIO:-$(MOLECULE_SCENARIOS)}; do \
 		echo "== molecule test -s $$s"; \
-		$(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s || exit 1; \
+		mkdir -p $(WORK)/logs; \
+		$(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log; \
+		if [ $${PIPESTATUS[0]} -ne 0 ]; then \
+			echo "== molecule test -s $$s failed; its failed tasks (full log: .work/logs/molecule-$$s.log):"; \
+			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log; exit 1; \
+		fi; \
 	done
 
 test-folders: ## fail at once when a test folder, check or scenario that make test runs is missing

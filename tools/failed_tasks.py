@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Print the tasks that failed in an ansible-playbook / molecule log, each under its TASK header.
+
+A CI log of a long scenario often keeps only its head and tail, and the tail of a failed molecule run is the
+destroy step. Printing the failures again at the very end keeps them in what CI shows.
+"""
+import re
+import sys
+
+FAILURE = re.compile(r"^(fatal: \[|failed: \[|ERROR! |\S.*FAILED! =>)")
+TASK = re.compile(r"^(TASK|RUNNING HANDLER) \[")
+LINES_PER_FAILURE = 40
+
+
+def failures(lines):
+    """Yield (task header, failure block) for each failure in the log."""
+    header = ""
+    for number, line in enumerate(lines):
+        if TASK.match(line):
+            header = line.rstrip()
+        elif FAILURE.match(line):
+            block = []
+            for following in lines[number:number + LINES_PER_FAILURE]:
+                if block and (TASK.match(following) or following.startswith("PLAY ")):
+                    break
+                block.append(following.rstrip())
+            if not any(text.startswith("...ignoring") for text in block):
+                yield header, block
+
+
+def main(path):
+    with open(path, encoding="utf-8", errors="replace") as log:
+        lines = log.readlines()
+    found = list(failures(lines))
+    for header, block in found[-5:]:
+        print(header)
+        print("\n".join(block))
+        print()
+    if not found:
+        print("(no failed task in %s; see the log above)" % path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
