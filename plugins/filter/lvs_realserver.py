@@ -23,6 +23,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_sysctl import parse_sysctl_output
+from ansible_collections.hpc.balance.plugins.module_utils._addresses import Address, parse_address
 from ansible_collections.hpc.balance.plugins.module_utils._booleans import BooleanInputError, read_boolean
 
 # arp_ignore 1: answer only for addresses on the interface asked; 2: and only from the same subnet.
@@ -33,7 +34,6 @@ PORT_RANGE = (1, 65535)
 # The kernel settings that must allow IPv6 on lo for a v6 VIP (read with sysctl -e; absent without IPv6).
 IPV6_SWITCHES = ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6")
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 def _as_int(value: Any) -> Any:
@@ -46,10 +46,7 @@ def _as_int(value: Any) -> Any:
 
 def _address(text: Any) -> Address | None:
     """The address in ``text`` (a prefix is ignored), or None when it is not one."""
-    try:
-        return ipaddress.ip_interface(str(text).strip()).ip
-    except ValueError:
-        return None
+    return parse_address(text, prefix_allowed=True)
 
 
 def _interfaces(listing: Any) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Callable
 
+from ansible_collections.hpc.balance.plugins.module_utils._addresses import address_spelling
 from ansible_collections.hpc.balance.plugins.module_utils._booleans import BooleanInputError, read_boolean
 
 INSTANCE_DEFAULTS = {
@@ -220,7 +221,7 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
                 "port": _int(real.get("port") if real.get("port") is not None else resolved["port"],
                              f"{real_what}.port"),
                 # A weight set from measured capacity (playbooks/rebalance.yml) wins over the configured one.
-                "weight": (weights or {}).get(_address_key(real["address"]), configured),
+                "weight": (weights or {}).get(address_spelling(real["address"]), configured),
                 "configured_weight": configured,
                 "notify_up": None if not real.get("notify_up") else str(real["notify_up"]),
                 "notify_down": None if not real.get("notify_down") else str(real["notify_down"]),
@@ -297,14 +298,6 @@ def resolve(settings: Any) -> dict[str, Any]:
     }
 
 
-def _address_key(address: Any) -> str:
-    """An address as one spelling (fd00:0::1 and fd00::1 are one real server)."""
-    try:
-        return str(ipaddress.ip_address(str(address).strip()))
-    except ValueError:
-        return str(address).strip()
-
-
 def _resolve_weights(weights: Any) -> dict[str, int]:
     """lvs_director_real_server_weights {address: weight} -> the same with whole numbers and one address spelling."""
     if weights in (None, ""):
@@ -314,7 +307,7 @@ def _resolve_weights(weights: Any) -> dict[str, int]:
             f"lvs_director_resolve: lvs_director_real_server_weights must map real server addresses to weights, got "
             f"{type(weights).__name__}"
         )
-    return {_address_key(address): _int(weight, f"lvs_director_real_server_weights[{address}]")
+    return {address_spelling(address): _int(weight, f"lvs_director_real_server_weights[{address}]")
             for address, weight in weights.items()}
 
 

@@ -418,12 +418,12 @@ services:
           sample: 4.2
 """
 
-import ipaddress
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.hpc.balance.plugins.module_utils._addresses import address_spelling, parse_address
 from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
     IpvsParseError,
     merge_ipvsadm,
@@ -506,7 +506,7 @@ def _matches(service, address, port, fwmark):
         return False
     if port is not None and service["port"] != port:
         return False
-    if address is not None and (service["address"] is None or ipaddress.ip_address(service["address"]) != address):
+    if address is not None and parse_address(service["address"]) != address:
         return False
     return True
 
@@ -664,13 +664,7 @@ def _summary_line(report, threshold_percent):
 
 def _real_server_names(names):
     """{address: name} with addresses in the table's spelling (IPv6 compressed, no brackets)."""
-    spelled = {}
-    for address, name in (names or {}).items():
-        try:
-            spelled[str(ipaddress.ip_address(str(address).strip("[]")))] = str(name)
-        except ValueError:
-            spelled[str(address)] = str(name)
-    return spelled
+    return {address_spelling(address): str(name) for address, name in (names or {}).items()}
 
 
 def _read_table(module, source, ipvsadm, params):
@@ -726,9 +720,8 @@ def main():
         module.fail_json(msg=f"kernel_hz is {params['kernel_hz']}: give the kernel's CONFIG_HZ, e.g. 250")
     address = None
     if params["virtual_address"] is not None:
-        try:
-            address = ipaddress.ip_address(params["virtual_address"].strip("[]"))
-        except ValueError:
+        address = parse_address(params["virtual_address"])
+        if address is None:
             module.fail_json(msg=f"virtual_address {params['virtual_address']!r} is not an IPv4 or IPv6 address; "
                                  f"give the VIP, e.g. 198.18.0.100")
 
