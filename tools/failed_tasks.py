@@ -37,7 +37,7 @@ def main(path):
         print("\n".join(block))
         print()
     if not found:
-        print("(no failed task in %s; see the log above)" % path)
+        print(f"(no failed task in {path}; see the log above)")
 
 
 if __name__ == "__main__":
