@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Print the tasks that failed in an ansible-playbook / molecule log, each under its TASK header.
 
 A CI log of a long scenario often keeps only its head and tail, and the tail of a failed molecule run is the

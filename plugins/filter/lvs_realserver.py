@@ -35,7 +35,6 @@ PORT_RANGE = (1, 65535)
 IPV6_SWITCHES = ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6")
 
 
-
 def _as_int(value: Any) -> Any:
     """Whole numbers given as text (extra vars, templated values) count as numbers."""
     try:
