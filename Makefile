@@ -154,8 +154,7 @@ molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one
 	@cd $(ROOT) && for s in $${SCENARIO:-$(MOLECULE_SCENARIOS)}; do \
 		echo "== molecule test -s $$s"; \
 		mkdir -p $(WORK)/logs; \
-		$(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log; \
-		if [ $${PIPESTATUS[0]} -ne 0 ]; then \
+		if ! $(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log; then \
 			echo "== molecule test -s $$s failed; its failed tasks (full log: .work/logs/molecule-$$s.log):"; \
 			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log; exit 1; \
 		fi; \

@@ -1,14 +1,15 @@
 """Print the tasks that failed in an ansible-playbook / molecule log, each under its TASK header.
 
 A CI log of a long scenario often keeps only its head and tail, and the tail of a failed molecule run is the
-destroy step. Printing the failures again at the very end keeps them in what CI shows.
+destroy step. Printing the failures again at the very end, each cut to a few lines, keeps them in what CI shows.
 """
 import re
 import sys
 
 FAILURE = re.compile(r"^(fatal: \[|failed: \[|ERROR! |\S.*FAILED! =>)")
 TASK = re.compile(r"^(TASK|RUNNING HANDLER) \[")
-LINES_PER_FAILURE = 40
+LINES_PER_FAILURE = 12
+CHARACTERS_PER_LINE = 200
 
 
 def failures(lines):
@@ -22,7 +23,7 @@ def failures(lines):
             for following in lines[number:number + LINES_PER_FAILURE]:
                 if block and (TASK.match(following) or following.startswith("PLAY ")):
                     break
-                block.append(following.rstrip())
+                block.append(following.rstrip()[:CHARACTERS_PER_LINE])
             if not any(text.startswith("...ignoring") for text in block):
                 yield header, block
 
@@ -31,7 +32,7 @@ def main(path):
     with open(path, encoding="utf-8", errors="replace") as log:
         lines = log.readlines()
     found = list(failures(lines))
-    for header, block in found[-5:]:
+    for header, block in found[-3:]:
         print(header)
         print("\n".join(block))
         print()
