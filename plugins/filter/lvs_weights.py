@@ -4,6 +4,11 @@ wrr and wlc send each real server a share of the new connections in proportion t
 servers at equal weights overloads the small ones. The weights here are the servers' measured capacities (iperf3
 throughput, vCPU count, or a figure the operator gives) scaled to whole numbers, and they change only when the shares
 move by more than a hysteresis: a re-measurement with a little noise rewrites nothing and reloads nothing.
+
+The weights are the smallest whole numbers that give every server its share within a tolerance. wrr (ip_vs_wrr.c)
+steps its current weight down from the largest weight by the weights' gcd, so 100:19 sends 81 connections in a row to
+the first server in each cycle of 119, while 5:1 (the same shares within 0.7 points) mixes them in a cycle of 6: any
+window of a few hundred connections then shows the shares the weights ask for, and an audit grades it so.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from ansible.errors import AnsibleFilterError
 DEFAULT_MAX_WEIGHT = 100
 # Shares that move by less than this many percentage points leave the weights as they are.
 DEFAULT_MIN_CHANGE_PERCENT = 5.0
+# The smallest weights whose shares are within this many percentage points of the capacities' shares are used.
+DEFAULT_SHARE_TOLERANCE_PERCENT = 1.0
 # ipvsadm accepts weights 0-65535 (ipvsadm(8) --weight); 0 would drain, which is the drain playbook's job.
 WEIGHT_RANGE = (1, 65535)
 
@@ -37,21 +44,44 @@ def _capacity(name: str, value: Any) -> int | float:
     return int(number) if number.is_integer() else number  # 8 vCPUs read as 8, not 8.0
 
 
-def _shares(weights: dict[str, float]) -> dict[str, float]:
+def _shares(weights: dict[str, int | float]) -> dict[str, float]:
     total = sum(weights.values())
     return {name: (weight / total if total else 0.0) for name, weight in weights.items()}
 
 
+def _scaled(measured: dict[str, int | float], top_weight: int) -> dict[str, int]:
+    """The largest capacity gets top_weight, the others in proportion, rounded, at least 1."""
+    largest = max(measured.values())
+    return {name: max(WEIGHT_RANGE[0], round(top_weight * value / largest)) for name, value in measured.items()}
+
+
+def _smallest_weights(measured: dict[str, int | float], max_weight: int,
+                      tolerance_percent: float) -> dict[str, int]:
+    """The weights of the smallest top weight (1 .. max_weight) whose shares are all within the tolerance of the
+    capacities' shares; max_weight's when none is (or the tolerance is 0)."""
+    wanted = _shares(measured)
+    if tolerance_percent > 0:
+        for top_weight in range(1, max_weight):
+            weights = _scaled(measured, top_weight)
+            shares = _shares(weights)
+            if max(abs(shares[name] - wanted[name]) for name in measured) * 100.0 <= tolerance_percent:
+                return weights
+    return _scaled(measured, max_weight)
+
+
 def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = None,
                 max_weight: int = DEFAULT_MAX_WEIGHT,
-                min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT) -> dict[str, Any]:
+                min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT,
+                share_tolerance_percent: float = DEFAULT_SHARE_TOLERANCE_PERCENT) -> dict[str, Any]:
     """{real server: capacity} -> the plan ``{weights, before, after, change_percent, changed, reason}``.
 
     capacities         -- measured capacity per real server (any unit, the same for all: bit/s, vCPUs, requests/s)
     current            -- {real server: weight} in use now; missing servers count as weight 1
-    max_weight         -- the largest capacity gets this weight, the others in proportion (at least 1)
+    max_weight         -- the largest weight handed out; the largest capacity gets it, or less (see below)
     min_change_percent -- hysteresis: when no server's share moves by more than this many percentage points, the
                           current weights are kept (changed false)
+    share_tolerance_percent -- the smallest weights whose shares are all within this many percentage points of the
+                          capacities' shares are proposed (0: the largest capacity gets max_weight, as before)
 
     ``before`` and ``after`` are the shares in percent; ``weights`` is what to apply (the current ones when unchanged).
     """
@@ -60,17 +90,21 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
     try:
         max_weight = int(max_weight)
         min_change_percent = float(min_change_percent)
+        share_tolerance_percent = float(share_tolerance_percent)
     except (TypeError, ValueError):
         raise AnsibleFilterError(
-            "lvs_weights: max_weight must be a whole number and min_change_percent a number"
+            "lvs_weights: max_weight must be a whole number, min_change_percent and share_tolerance_percent numbers"
         ) from None
     if not WEIGHT_RANGE[0] <= max_weight <= WEIGHT_RANGE[1]:
         raise AnsibleFilterError(f"lvs_weights: max_weight is {max_weight}; use 1 to {WEIGHT_RANGE[1]}, e.g. 100")
     if min_change_percent < 0:
         raise AnsibleFilterError(f"lvs_weights: min_change_percent is {min_change_percent:g}; use 0 or more, e.g. 5")
+    if not 0 <= share_tolerance_percent <= 100:
+        raise AnsibleFilterError(
+            f"lvs_weights: share_tolerance_percent is {share_tolerance_percent:g}; use 0 to 100, e.g. 1"
+        )
     measured = {str(name): _capacity(str(name), value) for name, value in capacities.items()}
-    largest = max(measured.values())
-    proposed = {name: max(WEIGHT_RANGE[0], round(max_weight * value / largest)) for name, value in measured.items()}
+    proposed = _smallest_weights(measured, max_weight, share_tolerance_percent)
     in_use = {name: int((current or {}).get(name, 1)) for name in measured}
     before, after = _shares(in_use), _shares(proposed)
     change = max(abs(after[name] - before[name]) for name in measured) * 100.0

@@ -77,9 +77,9 @@ def test_a_given_capacity_within_the_hysteresis_changes_nothing(tmp_path):
     rc, run = rebalance(tmp_path, "-e", "hpc_balance_rebalance_lvs_capacity_source=given",
                         "-e", '{"hpc_balance_rebalance_lvs_capacity": {"rs1": 520, "198.18.0.22": 480}}')
     assert rc == 0, run
-    # 520:480 gives weights 100:92 (whole weights), shares 52.1/47.9 against 50/50 now.
+    # 520:480 (shares 52.0/48.0) gives weights 9:8, the smallest within 1 point: shares 52.9/47.1 against 50/50 now.
     assert results(run, "Say what the plan does")[0]["msg"] == (
-        "network: the shares would move by 2.1 points at most (not more than 5): kept")
+        "network: the shares would move by 2.9 points at most (not more than 5): kept")
     assert results(run, "Apply the weights through the lvs_director role")[0].get("skipped") is True
 
 
