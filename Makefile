@@ -37,6 +37,8 @@ GET_PIP := $(WORK)/home/.ansible/test/cache/get_pip_24_2.py
 # green with fewer tests.
 UNIT_TEST_DIRS := tests/unit tests/ps1 tests/playbooks tests/lab
 MOE_TEST_DIR := packages/moe_balance/tests
+# pytest-xdist workers for units and moe-test (one per core of a 2-core CI machine); TEST_WORKERS=0 runs in-process.
+TEST_WORKERS ?= 2
 PS1_PARSE_CHECK := tests/ps1/check_ps1_parse.py
 MOLECULE_SCENARIOS := default lab-uml lvs-netns lvs-uml gpu-moe
 require = @for p in $(1); do [ -e "$(ROOT)/$$p" ] || { echo "make: $$p is missing; it is listed in the Makefile and \
@@ -129,11 +131,13 @@ units: venv ## unit tests of plugins, roles, PowerShell, playbooks and the lab
 	$(call require,$(UNIT_TEST_DIRS))
 	@# pytest-ansible keeps a collections/ tree of links that goes stale when a top-level folder is added.
 	@rm -rf $(ROOT)/collections
-	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) -m pytest -q -p no:cacheprovider $(UNIT_TEST_DIRS)
+	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) \
+		$(UNIT_TEST_DIRS)
 
 moe-test: venv ## the moe_balance package's tests (Triton kernels through the interpreter)
 	$(call require,$(MOE_TEST_DIR))
-	@cd $(ROOT)/packages/moe_balance && $(TOOL_ENV) TRITON_INTERPRET=1 $(PY) -m pytest -q -p no:cacheprovider tests
+	@cd $(ROOT)/packages/moe_balance && $(TOOL_ENV) TRITON_INTERPRET=1 $(PY) -m pytest -q -p no:cacheprovider \
+		-n $(TEST_WORKERS) tests
 
 # The execution environment's build context: the collection tarball (its name from galaxy.yml) and
 # `ansible-builder create`, which needs no container engine. Build the image with podman or docker (README.md).
