@@ -1,0 +1,82 @@
+"""playbooks/tasks/lvs_drain_wait.yml, run by the real ansible-playbook against a /proc/net/ip_vs snapshot.
+
+The snapshot is the recorded kernel output the ipvs_spread tests use (tests/unit/plugins/module_utils/fixtures,
+ip_vs_ctl.c's ip_vs_info_seq_show format), read through ipvs_spread's proc_net_path: 198.18.0.11 (C612000B) holds 12
+active connections at weight 1 on TCP 198.18.0.100:80 and weight 2 on UDP :53. The drained state is the same file
+with that real server's weights and active connections set to 0.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT = ROOT / "playbooks" / "tasks" / "lvs_drain_wait.yml"
+SNAPSHOT = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "fixtures" / "proc_ip_vs_dr.txt"
+
+PLAY = """
+- name: Wait for a drain as lvs_drain.yml does
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  module_defaults:
+    hpc.balance.ipvs_spread:
+      proc_net_path: {proc_net}
+  vars:
+    lvs_drain_address: 198.18.0.11
+    lvs_drain_name: rs1
+    lvs_drain_action: drain
+    lvs_drain_timeout_s: {timeout_s}
+    lvs_drain_poll_s: {poll_s}
+    lvs_drain_ipvs_before: {{services: []}}
+    lvs_director_resolved: {{virtual_servers: []}}
+  tasks:
+    - name: The wait
+      ansible.builtin.import_tasks: {wait}
+"""
+
+
+def run_wait(tmp_path, proc_text, timeout_s, poll_s=1):
+    proc_net = tmp_path / "net"
+    proc_net.mkdir()
+    (proc_net / "ip_vs").write_text(proc_text)
+    playbook = tmp_path / "wait.yml"
+    playbook.write_text(PLAY.format(proc_net=proc_net, timeout_s=timeout_s, poll_s=poll_s, wait=WAIT))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
+    return subprocess.run(
+        [str(ansible_playbook), "-i", "localhost,", str(playbook), "-e", f"ansible_python_interpreter={sys.executable}"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )
+
+
+def test_a_drained_real_server_without_active_connections_ends_the_wait(tmp_path):
+    drained = SNAPSHOT.read_text().replace(
+        "  -> C612000B:0050      Route   1      12         40        ",
+        "  -> C612000B:0050      Route   0      0          52        ",
+    ).replace("  -> C612000B:0035      Masq    2      0          3         ",
+              "  -> C612000B:0035      Masq    0      0          3         ")
+    assert drained != SNAPSHOT.read_text()
+    done = run_wait(tmp_path, drained, timeout_s=30)
+    assert done.returncode == 0, done.stdout
+    assert "localhost drain rs1 (198.18.0.11): active connections 0 -> 0 after" in " ".join(done.stdout.split())
+
+
+def test_active_connections_past_the_timeout_fail_the_wait_naming_them(tmp_path):
+    done = run_wait(tmp_path, SNAPSHOT.read_text(), timeout_s=3)
+    assert done.returncode == 2, done.stdout
+    assert ("localhost: rs1 (198.18.0.11) still has 12 active connection(s), weights [1, 2], after 3 s "
+            "(lvs_drain_timeout_s)") in " ".join(done.stdout.split())
+
+
+def test_the_clock_ends_the_wait_when_each_read_takes_longer_than_the_poll(tmp_path):
+    """timeout 3 s / poll 0.01 s allows 301 reads; each read (a module run) takes far more than 0.01 s, so counting
+    retries alone would wait minutes. The clock stops it after the reads that fit in 3 s."""
+    done = run_wait(tmp_path, SNAPSHOT.read_text(), timeout_s=3, poll_s=0.01)
+    assert done.returncode == 2, done.stdout
+    retries = done.stdout.count("FAILED - RETRYING: [localhost]: Wait until IPVS shows the change for rs1")
+    assert 1 <= retries <= 100, done.stdout
