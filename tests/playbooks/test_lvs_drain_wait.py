@@ -9,7 +9,6 @@ with that real server's weights and active connections set to 0.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +48,8 @@ def run_wait(tmp_path, proc_text, timeout_s, poll_s=1):
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
     ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
     return subprocess.run(
-        [str(ansible_playbook), "-i", "localhost,", str(playbook), "-e", f"ansible_python_interpreter={sys.executable}"],
+        [str(ansible_playbook), "-i", "localhost,", str(playbook),
+         "-e", f"ansible_python_interpreter={sys.executable}"],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )
 
