@@ -2,8 +2,10 @@
 
 Each real server of the scenario answers with its own name, so the client sees which one the director chose.
 
-  vip_probe.py count URL N                   N connections one after another; prints
-                                             {"ok": .., "failed": .., "by_server": {name: count}, "errors": [..]}
+  vip_probe.py count URL N                   N connections one after another, each from a client port no
+                                             earlier count used (see SOURCE_PORTS); prints
+                                             {"ok": .., "failed": .., "by_server": {name: count}, "errors": [..],
+                                             "source_ports": [first, last]}
   vip_probe.py watch URL LOG STOP_FILE [INTERVAL_S TIMEOUT_S]
                                              a connection every INTERVAL_S (0.25) s until STOP_FILE exists (300 s at
                                              most), each given TIMEOUT_S (1) s; each one appends {"t": epoch_s,
@@ -25,6 +27,8 @@ Python standard library only: it runs on the lab's client host.
 
 from __future__ import annotations
 
+import errno
+import http.client
 import json
 import socket
 import sys
@@ -36,26 +40,73 @@ CONNECT_TIMEOUT_S = 1.0
 WATCH_INTERVAL_S = 0.25
 WATCH_LIMIT_S = 300.0
 
+# Why count picks its client ports: in DR the director sees only the client's half of a connection, so IPVS keeps
+# each entry (client address and port) for minutes after the connection closed (FIN_WAIT, tcp_fin 120 s). A new
+# connection from a client port that such an entry still holds goes to the same real server without being scheduled
+# or counted (ipvs-sysctl, conn_reuse_mode; only TIME_WAIT entries, seen in NAT alone, are rescheduled). The kernel
+# hands out client ports from ip_local_port_range (32768-60999 by default) and, after a few hundred short connections
+# to one VIP, hands out ports such entries hold. count therefore binds each connection to a port below that range,
+# going on from where the last count on this host stopped, so IPVS schedules and counts every connection of a count.
+SOURCE_PORTS = range(20000, 32768)
+NEXT_SOURCE_PORT_FILE = Path("/tmp/vip-probe-next-source-port")
 
-def fetch(url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> tuple[str | None, str | None]:
+
+class _SourcePortHandler(urllib.request.HTTPHandler):
+    """urllib's HTTP handler, connecting from a given client port."""
+
+    def __init__(self, source_port: int) -> None:
+        super().__init__()
+        self.source_port = source_port
+
+    def http_open(self, req):
+        return self.do_open(http.client.HTTPConnection, req, source_address=("", self.source_port))
+
+
+def fetch(url: str, timeout_s: float = CONNECT_TIMEOUT_S,
+          source_port: int | None = None) -> tuple[str | None, str | None]:
     """(name of the real server that answered, None) or (None, what went wrong)."""
+    opener = urllib.request.build_opener(_SourcePortHandler(source_port)) if source_port else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with (opener.open(url, timeout=timeout_s) if opener else urllib.request.urlopen(url, timeout=timeout_s)) \
+                as response:
             return response.read().decode().strip(), None
     except OSError as error:
         return None, f"{type(error).__name__}: {error}"
 
 
-def count(url: str, connections: int) -> dict:
+def _port_in_use(error: str | None) -> bool:
+    return error is not None and (f"[Errno {errno.EADDRINUSE}]" in error)
+
+
+def next_source_ports(state: Path = NEXT_SOURCE_PORT_FILE):
+    """Client ports in SOURCE_PORTS, from where the last count stopped, round the range; saves the next one."""
+    try:
+        port = int(state.read_text())
+    except (OSError, ValueError):
+        port = SOURCE_PORTS.start
+    while True:
+        if port not in SOURCE_PORTS:
+            port = SOURCE_PORTS.start
+        state.write_text(str(port + 1))
+        yield port
+        port += 1
+
+
+def count(url: str, connections: int, state: Path = NEXT_SOURCE_PORT_FILE) -> dict:
     by_server: dict[str, int] = {}
-    errors = []
+    errors, used = [], []
+    ports = next_source_ports(state)
     for _connection in range(connections):
-        server, error = fetch(url)
+        server, error = fetch(url, source_port=(port := next(ports)))
+        while _port_in_use(error):  # a port some other socket of this host holds: take the next one
+            server, error = fetch(url, source_port=(port := next(ports)))
+        used.append(port)
         if server is None:
             errors.append(error)
         else:
             by_server[server] = by_server.get(server, 0) + 1
-    return {"ok": sum(by_server.values()), "failed": len(errors), "by_server": by_server, "errors": errors[:5]}
+    return {"ok": sum(by_server.values()), "failed": len(errors), "by_server": by_server, "errors": errors[:5],
+            "source_ports": [used[0], used[-1]] if used else []}
 
 
 def watch(url: str, log_path: Path, stop_file: Path, interval_s: float = WATCH_INTERVAL_S,

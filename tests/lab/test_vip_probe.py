@@ -1,0 +1,92 @@
+"""The lab's connection probe: count takes each connection's client port once, below the kernel's ephemeral range.
+
+In DR, IPVS schedules and counts a connection only when no entry for its client address and port is left
+(ipvs-sysctl.rst, conn_reuse_mode), and entries stay up to tcp_fin (120 s) after a close. These tests run the probe
+against a real HTTP server on the loopback and read the client ports that server saw.
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "site" / "files"))
+
+import vip_probe  # noqa: E402
+
+
+class _NameHandler(http.server.BaseHTTPRequestHandler):
+    seen_ports: list[int] = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        type(self).seen_ports.append(self.client_address[1])
+        body = b"rs-test\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    _NameHandler.seen_ports = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NameHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/", _NameHandler.seen_ports
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def ephemeral_ports() -> range:
+    low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+    return range(int(low), int(high) + 1)
+
+
+def test_count_uses_each_client_port_once_below_the_ephemeral_range_and_goes_on_next_time(server, tmp_path):
+    url, seen = server
+    state = tmp_path / "next-port"
+    state.write_text("25000")
+
+    first = vip_probe.count(url, 5, state)
+    second = vip_probe.count(url, 3, state)
+
+    assert first["ok"] == 5 and first["by_server"] == {"rs-test": 5}
+    assert seen == list(range(25000, 25008))
+    assert first["source_ports"] == [25000, 25004] and second["source_ports"] == [25005, 25007]
+    assert not set(vip_probe.SOURCE_PORTS) & set(ephemeral_ports())
+
+
+def test_count_skips_a_port_another_socket_holds(server, tmp_path):
+    url, seen = server
+    state = tmp_path / "next-port"
+    holder = socket.socket()
+    try:
+        for held in range(26001, 26100, 3):  # a free port in the probe's range, with free neighbours
+            try:
+                holder.bind(("", held))
+                break
+            except OSError:
+                continue
+        state.write_text(str(held - 1))
+        result = vip_probe.count(url, 2, state)
+    finally:
+        holder.close()
+    assert result["ok"] == 2 and result["failed"] == 0
+    assert seen == [held - 1, held + 1]
+
+
+def test_count_starts_the_range_again_after_its_end(server, tmp_path):
+    url, seen = server
+    state = tmp_path / "next-port"
+    state.write_text(str(vip_probe.SOURCE_PORTS[-1]))
+    vip_probe.count(url, 2, state)
+    assert seen == [vip_probe.SOURCE_PORTS[-1], vip_probe.SOURCE_PORTS.start]
