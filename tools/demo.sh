@@ -26,7 +26,13 @@ ln -sfn "$root/tests/lab/site/group_vars" "$site_inventory/group_vars"
 ln -sfn "$root/tests/lab/site/host_vars" "$site_inventory/host_vars"
 echo "demo: lab inventory $site_inventory" >&2
 
+# The lab's hosts see the machine's files (all but their own /root, /opt, /tmp, /var/tmp), as nodes see a shared
+# file system: where gpu1 sees the wheelhouse, it installs torch and triton from there in place, without a copy.
+wheelhouse_shared=$(PYTHONPATH="$root/tests/lab" python3 -c \
+    'import sys; from hpclab.files import host_sees; print(str(host_sees(sys.argv[1])).lower())' \
+    "$root/.work/wheelhouse/gpu_moe")
 site_vars=(-e "hpc_balance_lab_repo=$root" -e "hpc_balance_report_dir=$REPORT_DIR"
+    -e "gpu_moe_wheelhouse_shared=$wheelhouse_shared"
     -e '{"hpc_balance_required_groups": ["lvs_directors", "lvs_realservers", "lvs_clients", "gpu_nodes"]}')
 ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare.yml" "${site_vars[@]}"
 # site.yml is the roll-out and then the audit; the lab's client load goes in between, where the audit can see it.

@@ -249,3 +249,14 @@ def test_one_table_names_every_lab_machine_once():
     names = [machine.name for machine in (*HOSTS, *topology.GUESTS)]
     addresses = [machine.address for machine in (*HOSTS, *topology.GUESTS)]
     assert len(set(names)) == len(names) and len(set(addresses)) == len(addresses)
+
+
+def test_host_sees_the_machines_files_except_under_its_fresh_folders(tmp_path):
+    from hpclab.files import FRESH_PATHS, host_sees
+
+    assert host_sees("/work/main/.work/wheelhouse/gpu_moe") and host_sees("/etc/hosts") and host_sees("/optional")
+    for inside, _name, _mode in FRESH_PATHS:
+        assert not host_sees(inside) and not host_sees(f"{inside}/x/.work/wheelhouse")
+    # A link from a visible folder into a fresh one is not seen either: the path is resolved first.
+    (tmp_path / "link").symlink_to("/root")
+    assert not host_sees(tmp_path / "link" / "wheelhouse")

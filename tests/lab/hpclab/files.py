@@ -34,6 +34,12 @@ FRESH_PATHS = (
 HOST_DIR_INSIDE = "/run/lab-host"
 
 
+def host_sees(path: str | Path) -> bool:
+    """Whether a lab host sees the machine's own file at ``path`` (it does, but under a fresh per-host folder)."""
+    resolved = Path(path).resolve()
+    return not any(resolved == Path(inside) or Path(inside) in resolved.parents for inside, _name, _mode in FRESH_PATHS)
+
+
 def lab_key_path(state_dir: Path) -> Path:
     """Private key Ansible uses for every host."""
     return state_dir / "ssh" / "id_ed25519"
