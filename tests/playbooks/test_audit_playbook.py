@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from playbook_run import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "playbooks" / "audit.yml"
@@ -47,11 +47,8 @@ all:
 
 
 def run_audit(tmp_path, *extra):
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory(tmp_path, 52331)),
-         str(PLAYBOOK), "-e", f"hpc_balance_report_dir={tmp_path / 'report'}", *extra],
-        capture_output=True, text=True, env=env, timeout=300, check=False)
+    result = run_playbook(PLAYBOOK, inventory(tmp_path, 52331), "-e", f"hpc_balance_report_dir={tmp_path / 'report'}",
+                          *extra, timeout_s=300)
     assert result.returncode == 0, result.stdout + result.stderr
     return json.loads((tmp_path / "report" / "report.json").read_text())
 

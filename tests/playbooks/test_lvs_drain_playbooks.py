@@ -7,12 +7,10 @@ These run the real ansible-playbook. The directors of these inventories point at
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from playbook_run import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 DRAIN = ROOT / "playbooks" / "lvs_drain.yml"
@@ -59,12 +57,7 @@ all:
 def run(tmp_path, playbook, *extra_args, inventory_text=INVENTORY):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(inventory_text)
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_HOST_KEY_CHECKING="0")
-    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
-    return subprocess.run(
-        [str(ansible_playbook), "-i", str(inventory), str(playbook), *extra_args],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )
+    return run_playbook(playbook, inventory, *extra_args, ANSIBLE_HOST_KEY_CHECKING="0")
 
 
 def assert_refused(result, message):

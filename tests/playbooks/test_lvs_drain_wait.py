@@ -8,10 +8,10 @@ with that real server's weights and active connections set to 0.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
+
+from playbook_run import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = ROOT / "playbooks" / "tasks" / "lvs_drain_wait.yml"
@@ -45,13 +45,7 @@ def run_wait(tmp_path, proc_text, timeout_s, poll_s=1):
     (proc_net / "ip_vs").write_text(proc_text)
     playbook = tmp_path / "wait.yml"
     playbook.write_text(PLAY.format(proc_net=proc_net, timeout_s=timeout_s, poll_s=poll_s, wait=WAIT))
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
-    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
-    return subprocess.run(
-        [str(ansible_playbook), "-i", "localhost,", str(playbook),
-         "-e", f"ansible_python_interpreter={sys.executable}"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )
+    return run_playbook(playbook, "localhost,", "-e", f"ansible_python_interpreter={sys.executable}")
 
 
 def test_a_drained_real_server_without_active_connections_ends_the_wait(tmp_path):
@@ -78,5 +72,6 @@ def test_the_clock_ends_the_wait_when_each_read_takes_longer_than_the_poll(tmp_p
     retries alone would wait minutes. The clock stops it after the reads that fit in 3 s."""
     done = run_wait(tmp_path, SNAPSHOT.read_text(), timeout_s=3, poll_s=0.01)
     assert done.returncode == 2, done.stdout
+    # On a loaded machine one read may take the whole 3 s (no retry at all); counted retries alone make 300.
     retries = done.stdout.count("FAILED - RETRYING: [localhost]: Wait until IPVS shows the change for rs1")
-    assert 1 <= retries <= 100, done.stdout
+    assert retries <= 100, done.stdout

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from playbook_run import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "playbooks" / "rebalance.yml"
@@ -48,17 +48,15 @@ all:
       hosts:
         gpu1: {{ansible_host: 127.0.0.1, ansible_connection: local, ansible_python_interpreter: {sys.executable}}}
 """)
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
     placement = tmp_path / "placement" / "expert_placement.json"
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(PLAYBOOK),
-         "-e", f"hpc_balance_rebalance_records_path={records}",
-         "-e", f"hpc_balance_rebalance_placement_path={placement}",
-         "-e", f"hpc_balance_rebalance_moe_python={sys.executable}", "-e", f"hpc_balance_rebalance_num_gpus={GPUS}",
-         "-e", f"hpc_balance_rebalance_redundant_experts={REDUNDANT}",
-         "-e", f"hpc_balance_rebalance_expert_size_bytes={EXPERT_BYTES}", *extra],
-        capture_output=True, text=True, env=env, timeout=300, check=False)
+    result = run_playbook(
+        PLAYBOOK, inventory,
+        "-e", f"hpc_balance_rebalance_records_path={records}",
+        "-e", f"hpc_balance_rebalance_placement_path={placement}",
+        "-e", f"hpc_balance_rebalance_moe_python={sys.executable}", "-e", f"hpc_balance_rebalance_num_gpus={GPUS}",
+        "-e", f"hpc_balance_rebalance_redundant_experts={REDUNDANT}",
+        "-e", f"hpc_balance_rebalance_expert_size_bytes={EXPERT_BYTES}", *extra,
+        timeout_s=300, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
     assert result.returncode == 0, result.stdout + result.stderr
     return json.loads(result.stdout), placement
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+from playbook_run import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "playbooks" / "rebalance.yml"
@@ -36,12 +37,8 @@ all:
               port: 80
               real_servers: [{{address: 198.18.0.21, weight: 1}}, {{address: 198.18.0.22, weight: 1}}]
 """)
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(PLAYBOOK),
-         "--tags", "network", *(["--check"] if check else []), *extra],
-        capture_output=True, text=True, env=env, timeout=300, check=False)
+    result = run_playbook(PLAYBOOK, inventory, "--tags", "network", *(["--check"] if check else []), *extra,
+                          timeout_s=300, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
     return result.returncode, json.loads(result.stdout) if result.stdout.startswith("{") else result.stdout
 
 

@@ -6,12 +6,10 @@ past the inventory check would fail differently (UNREACHABLE) and the assertions
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from playbook_run import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "playbooks" / "site.yml"
@@ -20,12 +18,7 @@ PLAYBOOK = ROOT / "playbooks" / "site.yml"
 def run_site(tmp_path, inventory_text, *extra_args):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(inventory_text)
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
-    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
-    return subprocess.run(
-        [str(ansible_playbook), "-i", str(inventory), str(PLAYBOOK), *extra_args],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )
+    return run_playbook(PLAYBOOK, inventory, *extra_args)
 
 
 def test_unknown_group_stops_the_run(tmp_path):
