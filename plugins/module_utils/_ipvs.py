@@ -1,6 +1,7 @@
 # Copyright: hpc.balance contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Parsers for the IPVS tables: /proc/net/ip_vs, /proc/net/ip_vs_stats and ``ipvsadm -Ln [--stats] --exact``.
+"""Parsers for the IPVS tables: /proc/net/ip_vs, /proc/net/ip_vs_stats, /proc/net/ip_vs_conn (the connection entries)
+and ``ipvsadm -Ln [--stats] --exact``.
 
 Why two sources: /proc/net/ip_vs (hex addresses, ports and persistence timeout in jiffies) gives weights and
 active/inactive connections but no per-server counters; ``ipvsadm -Ln --stats --exact`` gives the per-server
@@ -228,6 +229,57 @@ def parse_proc_ip_vs(text, kernel_hz=250):
         if service["persistence_netmask"] is not None:
             service["persistence_netmask"] = _proc_netmask(service["persistence_netmask"], service["family"])
     return {"version": version, "conn_table_size": table_size, "services": services}
+
+
+# ---------------------------------------------------------------- /proc/net/ip_vs_conn (hex)
+
+PROC_CONN_HEADER = "Pro FromIP"
+
+
+def proc_conn_address(address):
+    """An address as /proc/net/ip_vs_conn prints it: %08X of an IPv4 address, %pI6 (eight groups of four) of IPv6."""
+    parsed = ipaddress.ip_address(address)
+    return parsed.exploded if parsed.version == 6 else f"{int(parsed):08X}"
+
+
+def _proc_conn_endpoint(address, port):
+    if ":" in address:
+        return ipaddress.IPv6Address(address).compressed, int(port, 16)
+    if len(address) != 8:
+        raise ValueError(address)
+    return _proc_ipv4(address), int(port, 16)
+
+
+def parse_proc_ip_vs_conn(text, destination=None):
+    """Parse /proc/net/ip_vs_conn, one dict per connection entry (ip_vs_conn.c, ip_vs_conn_seq_show: protocol,
+    client, virtual and destination address and port, state, seconds until the entry expires).
+
+    With ``destination`` (an address) only the entries to that real server are parsed: a busy director's table holds
+    hundreds of thousands, and the others are skipped on a string comparison.
+    """
+    wanted = proc_conn_address(destination) if destination is not None else None
+    entries = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if number == 1:
+            if not line.startswith(PROC_CONN_HEADER):
+                _fail(number, line, f"the column header of /proc/net/ip_vs_conn ('{PROC_CONN_HEADER} ...')")
+            continue
+        tokens = line.split()
+        if not tokens or (wanted is not None and len(tokens) > 5 and tokens[5] != wanted):
+            continue
+        try:
+            client, client_port = _proc_conn_endpoint(tokens[1], tokens[2])
+            virtual, virtual_port = _proc_conn_endpoint(tokens[3], tokens[4])
+            destination_address, destination_port = _proc_conn_endpoint(tokens[5], tokens[6])
+            entries.append({
+                "protocol": tokens[0], "client_address": client, "client_port": client_port,
+                "virtual_address": virtual, "virtual_port": virtual_port,
+                "destination_address": destination_address, "destination_port": destination_port,
+                "state": tokens[7], "expires_s": int(tokens[8]),
+            })
+        except (ValueError, IndexError):
+            _fail(number, line, "'PROTO CLIENT CPORT VIRTUAL VPORT DEST DPORT STATE EXPIRES [PENAME PEDATA]' in hex")
+    return entries
 
 
 # ---------------------------------------------------------------- /proc/net/ip_vs_stats (hex)

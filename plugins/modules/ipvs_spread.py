@@ -92,6 +92,18 @@ options:
       - The kernel's C(CONFIG_HZ); C(/proc/net/ip_vs) prints the persistence timeout in jiffies. Debian uses 250.
     type: int
     default: 250
+  connections_of:
+    description:
+      - Also list the connection entries IPVS holds to this real server address (C(/proc/net/ip_vs_conn) under
+        I(proc_net_path), either source), counted by state, in RV(connections). It shows what holds a drain - for
+        example ESTABLISHED entries of connections that ended while the real server was down, which IPVS keeps until
+        its tcp timeout because in DR the director never sees the real server's reset.
+    type: str
+  connections_max:
+    description:
+      - How many of the entries of I(connections_of) to return, those that expire last first (all are counted).
+    type: int
+    default: 20
   real_server_names:
     description:
       - Names to show for real server addresses (a dict from address to name), for example the inventory hostnames
@@ -186,6 +198,30 @@ summary:
   elements: str
   sample: ["TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 4.2 % (limit 15 %), CV 0.042;
             graded current connections as wlc weighs them (256 x active + inactive)"]
+connections:
+  description: The connection entries to I(connections_of), when it is given.
+  returned: when connections_of is given
+  type: dict
+  contains:
+    address:
+      description: The real server address, as the table spells it.
+      type: str
+      sample: 198.18.0.11
+    total:
+      description: How many entries IPVS holds to it.
+      type: int
+      sample: 12
+    by_state:
+      description: Entries per state (C(ESTABLISHED) is what IPVS counts as active).
+      type: dict
+      sample: {ESTABLISHED: 12, FIN_WAIT: 3}
+    entries:
+      description: Up to I(connections_max) entries, those that expire last first.
+      type: list
+      elements: dict
+      sample: [{protocol: TCP, client_address: 198.18.0.10, client_port: 40000, virtual_address: 198.18.0.100,
+                virtual_port: 80, destination_address: 198.18.0.11, destination_port: 80, state: ESTABLISHED,
+                expires_s: 611}]
 services:
   description: One entry per virtual service.
   returned: always
@@ -429,6 +465,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
     merge_ipvsadm,
     parse_ipvsadm,
     parse_proc_ip_vs,
+    parse_proc_ip_vs_conn,
     parse_proc_ip_vs_stats,
     pinning_warning,
     service_key,
@@ -491,6 +528,23 @@ def _run_ipvsadm(module, ipvsadm, extra):
         module.fail_json(msg=f"{' '.join(command)} failed with rc {rc}: {(err or out).strip()}. Is IPVS loaded "
                              f"(modprobe ip_vs) and are you root?", rc=rc, stdout=out, stderr=err, cmd=command)
     return out
+
+
+def _read_connections(module, proc_net_path, address, limit):
+    """The connection entries to one real server, counted by state; the ``limit`` that expire last listed."""
+    path = os.path.join(proc_net_path, "ip_vs_conn")
+    try:
+        with open(path) as handle:
+            entries = parse_proc_ip_vs_conn(handle.read(), destination=address)
+    except OSError as exc:
+        module.fail_json(msg=f"cannot read {path} for connections_of: {exc}")
+    except IpvsParseError as exc:
+        module.fail_json(msg=f"cannot read {path}: {exc}")
+    by_state = {}
+    for entry in entries:
+        by_state[entry["state"]] = by_state.get(entry["state"], 0) + 1
+    listed = sorted(entries, key=lambda entry: entry["expires_s"], reverse=True)[:limit]
+    return {"address": address_spelling(address), "total": len(entries), "by_state": by_state, "entries": listed}
 
 
 def _read_ipvsadm(module, ipvsadm):
@@ -706,6 +760,8 @@ def main():
             proc_net_path=dict(type="path", default="/proc/net"),
             kernel_hz=dict(type="int", default=250),
             real_server_names=dict(type="dict", default={}),
+            connections_of=dict(type="str"),
+            connections_max=dict(type="int", default=20),
         ),
         supports_check_mode=True,
     )
@@ -724,6 +780,13 @@ def main():
         if address is None:
             module.fail_json(msg=f"virtual_address {params['virtual_address']!r} is not an IPv4 or IPv6 address; "
                                  f"give the VIP, e.g. 198.18.0.100")
+
+    if params["connections_of"] is not None and parse_address(params["connections_of"]) is None:
+        module.fail_json(msg=f"connections_of {params['connections_of']!r} is not an IPv4 or IPv6 address; give a "
+                             f"real server's address, e.g. 198.18.0.11")
+    if params["connections_max"] < 0:
+        module.fail_json(msg=f"connections_max is {params['connections_max']}: give how many entries to list, "
+                             f"e.g. 20, or 0 to only count them")
 
     source, ipvsadm = _choose_source(module, params)
     has_counters = source == "ipvsadm"
@@ -749,6 +812,10 @@ def main():
                "threshold_percent": threshold_percent, "names": _real_server_names(params["real_server_names"])}
     reports = [_report_service(service, options, module.warn) for service in selected]
     judged = [report["balanced"] for report in reports if report["balanced"] is not None]
+    extra = {}
+    if params["connections_of"] is not None:
+        extra["connections"] = _read_connections(module, params["proc_net_path"], params["connections_of"],
+                                                 params["connections_max"])
     module.exit_json(
         changed=False,
         source=source,
@@ -762,6 +829,7 @@ def main():
         totals=table["totals"] or {key: None for key in COUNTER_KEYS},
         summary=[_summary_line(report, threshold_percent) for report in reports],
         services=reports,
+        **extra,
     )
 
 

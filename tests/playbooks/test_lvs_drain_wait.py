@@ -16,6 +16,8 @@ from playbook_run import run_playbook
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = ROOT / "playbooks" / "tasks" / "lvs_drain_wait.yml"
 SNAPSHOT = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "fixtures" / "proc_ip_vs_dr.txt"
+# The connection entries behind SNAPSHOT's counters (ip_vs_conn.c's format; see test__ipvs.py).
+CONNECTIONS = SNAPSHOT.with_name("proc_ip_vs_conn_dr.txt")
 
 PLAY = """
 - name: Wait for a drain as lvs_drain.yml does
@@ -43,6 +45,7 @@ def run_wait(tmp_path, proc_text, timeout_s, poll_s=1):
     proc_net = tmp_path / "net"
     proc_net.mkdir()
     (proc_net / "ip_vs").write_text(proc_text)
+    (proc_net / "ip_vs_conn").write_text(CONNECTIONS.read_text())
     playbook = tmp_path / "wait.yml"
     playbook.write_text(PLAY.format(proc_net=proc_net, timeout_s=timeout_s, poll_s=poll_s, wait=WAIT))
     return run_playbook(playbook, "localhost,", "-e", f"ansible_python_interpreter={sys.executable}")
@@ -63,8 +66,15 @@ def test_a_drained_real_server_without_active_connections_ends_the_wait(tmp_path
 def test_active_connections_past_the_timeout_fail_the_wait_naming_them(tmp_path):
     done = run_wait(tmp_path, SNAPSHOT.read_text(), timeout_s=3)
     assert done.returncode == 2, done.stdout
+    message = " ".join(done.stdout.split())
     assert ("localhost: rs1 (198.18.0.11) still has 12 active connection(s), weights [1, 2], after 3 s "
-            "(lvs_drain_timeout_s)") in " ".join(done.stdout.split())
+            "(lvs_drain_timeout_s)") in message
+    # The entries that hold it: 55 to 198.18.0.11 in proc_ip_vs_conn_dr.txt, the 3 that expire last listed.
+    assert "IPVS holds 55 entries to it (8 CLOSE, 12 ESTABLISHED, 32 FIN_WAIT, 3 UDP); those that expire last:" \
+        in message
+    assert ("198.18.0.10:40022 -> 198.18.0.100:80 ESTABLISHED expires in 896 s; 198.18.0.10:40016 -> "
+            "198.18.0.100:80 ESTABLISHED expires in 848 s; 198.18.0.10:40010 -> 198.18.0.100:80 ESTABLISHED expires "
+            "in 704 s. An ESTABLISHED entry whose expiry only counts down") in message
 
 
 def test_the_clock_ends_the_wait_when_each_read_takes_longer_than_the_poll(tmp_path):

@@ -14,8 +14,10 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
     merge_ipvsadm,
     parse_ipvsadm,
     parse_proc_ip_vs,
+    parse_proc_ip_vs_conn,
     parse_proc_ip_vs_stats,
     pinning_warning,
+    proc_conn_address,
     service_key,
     totals,
 )
@@ -259,3 +261,60 @@ def test_fast_parsers_match_the_regex_references(name):
         assert parse_proc_ip_vs(text) == reference_parse_proc_ip_vs(text)
     for text in (ipvs_tables.ipvsadm_list(tables), ipvs_tables.ipvsadm_stats(tables)):
         assert parse_ipvsadm(text) == reference_parse_ipvsadm(text)
+
+
+# /proc/net/ip_vs_conn in the format of ip_vs_conn.c's ip_vs_conn_seq_show (Linux 6.1): the header line, then
+# "%-3s %08X %04X %08X %04X %s %04X %-11s %7u%s" (protocol, client, virtual and destination address in hex - %pI6 for
+# IPv6 - with hex ports, the state name, whole seconds until the entry expires, persistence-engine data). The DR
+# fixture holds the entries behind proc_ip_vs_dr.txt's counters: per real server as many ESTABLISHED TCP entries as
+# ActiveConn and as many others (FIN_WAIT, CLOSE; UDP) as InActConn.
+CONN_HEADER = "Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData\n"
+
+
+def test_conn_entries_match_the_active_and_inactive_counters_of_the_table():
+    table = parse_proc_ip_vs(fixture("proc_ip_vs_dr.txt"))
+    entries = parse_proc_ip_vs_conn(fixture("proc_ip_vs_conn_dr.txt"))
+    for svc in table["services"]:
+        for real in svc["real_servers"]:
+            mine = [e for e in entries if (e["protocol"], e["virtual_port"], e["destination_address"],
+                                           e["destination_port"]) == (svc["protocol"], svc["port"], real["address"],
+                                                                      real["port"])]
+            active = [e for e in mine if e["state"] == "ESTABLISHED"]
+            assert (len(active), len(mine) - len(active)) == (real["active_conns"], real["inactive_conns"])
+
+
+def test_conn_entries_of_one_destination_are_read_in_full():
+    entries = parse_proc_ip_vs_conn(fixture("proc_ip_vs_conn_dr.txt"), destination="198.18.0.11")
+    assert len(entries) == 12 + 40 + 3
+    assert {e["destination_address"] for e in entries} == {"198.18.0.11"}
+    first = next(e for e in entries if e["state"] == "ESTABLISHED" and e["expires_s"] == 611)
+    assert first == {"protocol": "TCP", "client_address": "198.18.0.10", "client_port": 40000,
+                     "virtual_address": "198.18.0.100", "virtual_port": 80, "destination_address": "198.18.0.11",
+                     "destination_port": 80, "state": "ESTABLISHED", "expires_s": 611}
+
+
+def test_conn_entries_in_ipv6_and_with_persistence_engine_data():
+    text = CONN_HEADER + (
+        "TCP 2001:0db8:0000:0000:0000:0000:0000:00c1 D431 2001:0db8:0000:0000:0000:0000:0000:0100 01BB "
+        "2001:0db8:0000:0000:0000:0000:0000:0011 01BB ESTABLISHED     899\n"
+        "UDP C612000A 13C4 C6120064 13C4 C612000B 13C4 UDP             173 sip 3a4f-42\n")
+    entries = parse_proc_ip_vs_conn(text)
+    assert entries[0]["client_address"] == "2001:db8::c1" and entries[0]["destination_address"] == "2001:db8::11"
+    assert (entries[0]["client_port"], entries[0]["virtual_port"], entries[0]["expires_s"]) == (54321, 443, 899)
+    assert entries[1]["state"] == "UDP" and entries[1]["destination_port"] == 5060
+    assert parse_proc_ip_vs_conn(text, destination="2001:db8::11") == entries[:1]
+
+
+def test_conn_address_spelling_is_the_kernels():
+    assert proc_conn_address("198.18.0.11") == "C612000B"
+    assert proc_conn_address("2001:db8::11") == "2001:0db8:0000:0000:0000:0000:0000:0011"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("TCP C612000A 9C40 C6120064 0050 C612000B 0050 ESTABLISHED 611\n", "column header"),
+    (CONN_HEADER + "TCP C612000A 9C40 C6120064 0050 C612000B 0050 ESTABLISHED\n", "line 2: expected"),
+    (CONN_HEADER + "TCP 198.18.0.10 9C40 C6120064 0050 C612000B 0050 ESTABLISHED 611\n", "line 2: expected"),
+])
+def test_conn_entries_refuse_what_the_kernel_does_not_print(text, expected):
+    with pytest.raises(IpvsParseError, match=expected):
+        parse_proc_ip_vs_conn(text)

@@ -157,6 +157,10 @@ def test_ipvsadm_u64_counters_stay_exact(run_module, replay_ipvsadm):
      "virtual_address 'vip.example' is not an IPv4 or IPv6 address; give the VIP, e.g. 198.18.0.100"),
     ({"source": "proc", "threshold_percent": -1}, "threshold_percent is -1: give a percentage >= 0, e.g. 15"),
     ({"source": "proc", "kernel_hz": 0}, "kernel_hz is 0: give the kernel's CONFIG_HZ, e.g. 250"),
+    ({"source": "proc", "connections_of": "rs1"},
+     "connections_of 'rs1' is not an IPv4 or IPv6 address; give a real server's address, e.g. 198.18.0.11"),
+    ({"source": "proc", "connections_of": "198.18.0.11", "connections_max": -1},
+     "connections_max is -1: give how many entries to list, e.g. 20, or 0 to only count them"),
 ])
 def test_wrong_arguments_are_explained(run_module, snapshot, args, message):
     failed, result = run_module(ipvs_spread, dict(args, proc_net_path=snapshot("dr")))
@@ -306,3 +310,30 @@ def test_conns_rate_needs_a_window(run_module, replay_readings):
     replay_readings(WRR_LIST, [(1, 1)])
     failed, result = run_module(ipvs_spread, {"source": "ipvsadm", "metric": "conns_rate", "window_s": 0})
     assert failed and result["msg"] == "metric=conns_rate needs two readings: give window_s above 0, e.g. 2"
+
+
+def test_connections_of_a_real_server_counted_by_state_the_longest_lived_listed(run_module, snapshot):
+    folder = Path(snapshot("dr"))
+    shutil.copy(FIXTURES / "proc_ip_vs_conn_dr.txt", folder / "ip_vs_conn")
+    failed, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": str(folder),
+                                              "connections_of": "198.18.0.11", "connections_max": 3})
+    assert not failed, result
+    held = result["connections"]
+    # proc_ip_vs_dr.txt: 12 active (ESTABLISHED) and 40 inactive TCP entries on port 80, 3 UDP entries on port 53.
+    assert (held["address"], held["total"]) == ("198.18.0.11", 55)
+    assert held["by_state"]["ESTABLISHED"] == 12 and sum(held["by_state"].values()) == 55
+    assert len(held["entries"]) == 3
+    expiries = [entry["expires_s"] for entry in held["entries"]]
+    assert expiries == sorted(expiries, reverse=True)
+
+
+def test_connections_of_without_a_connection_table_fails_with_the_path(run_module, snapshot):
+    folder = snapshot("dr")
+    failed, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": folder,
+                                              "connections_of": "198.18.0.11"})
+    assert failed and result["msg"].startswith(f"cannot read {folder}/ip_vs_conn for connections_of: ")
+
+
+def test_no_connections_key_unless_asked(run_module, snapshot):
+    _failed, result = run_module(ipvs_spread, {"source": "proc", "proc_net_path": snapshot("dr")})
+    assert "connections" not in result
