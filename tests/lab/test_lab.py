@@ -21,7 +21,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from hpclab import ssh_probe, topology, uml_boot, uml_image, uml_inventory, uml_process, uml_seed  # noqa: E402
+from hpclab import guard, ssh_probe, topology, uml_boot, uml_image, uml_inventory, uml_process, uml_seed  # noqa: E402
 from hpclab.system import identify, is_alive  # noqa: E402
 from hpclab.topology import GUEST_RANGE, HOSTS  # noqa: E402
 
@@ -61,13 +61,36 @@ def test_machine_id_is_stable_per_lab_and_guest():
     int(uml_boot.machine_id("hb", udir1), 16)
 
 
-def test_kernel_arguments_give_a_static_lab_address_and_no_ipv6():
+def test_kernel_arguments_give_static_lab_addresses_of_both_families_and_no_ipv6_gateway():
     arguments = uml_boot.kernel_arguments("hb", topology.GUESTS[2])
     assert "ip=198.18.0.153::198.18.0.1:255.255.255.0:urs1:vec0:off" in arguments
+    # dracut.cmdline(7) syntax, read by systemd-network-generator: IPv6 in brackets, prefix length as netmask.
+    assert "ip=[fd6c:8b1e:52a9::153]:::64:urs1:vec0:off" in arguments
     assert "vec0:transport=tap,ifname=to-urs1,mac=02:00:c6:12:00:99,gro=1" in arguments
-    assert "ipv6.disable=1" in arguments
+    assert not [argument for argument in arguments if argument.startswith("ipv6.")]
     assert "systemd.hostname=urs1" in arguments
     assert "root=/dev/ubda" in arguments
+
+
+def test_every_lab_address_has_an_ipv6_twin_in_the_lab_prefix_with_the_same_last_digits():
+    prefix = ipaddress.IPv6Network(topology.SUBNET6)
+    # RFC 4193: a unique-local prefix is fd00::/8 with a 40-bit global ID, and the lab uses one /64 of it.
+    assert prefix.subnet_of(ipaddress.IPv6Network("fd00::/8")) and prefix.prefixlen == topology.PREFIX_LENGTH6 == 64
+    twins = [topology.address6(machine.address) for machine in (*HOSTS, *topology.GUESTS)]
+    assert all(ipaddress.IPv6Address(twin) in prefix for twin in twins)
+    assert len(set(twins)) == len(twins)
+    assert topology.address6("198.18.0.153") == "fd6c:8b1e:52a9::153"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of its own needs root")
+def test_the_guard_ruleset_loads_in_nft_and_lets_only_the_lab_prefix_and_link_scope_through():
+    text = guard.ruleset()
+    assert f"ip6 saddr {{ {topology.SUBNET6}, fe80::/10, :: }}" in text
+    assert f"ip6 daddr {{ {topology.SUBNET6}, fe80::/10, ff02::/16 }}" in text
+    assert 'ether type ip6 counter name "ipv6_outside_lab" drop' in text
+    # nft -c: parse and check against the kernel without loading, in a network namespace of its own.
+    checked = subprocess.run(["unshare", "-n", "nft", "-c", "-f", "-"], input=text, text=True, capture_output=True)
+    assert checked.returncode == 0, checked.stderr
 
 
 def test_guest_named_lists_the_guests_when_the_name_is_unknown():

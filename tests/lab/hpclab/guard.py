@@ -2,8 +2,9 @@
 
 Every frame the bridge forwards between hosts, delivers to the switch itself or sends from it is classified.
 Allowed: ARP between lab addresses, IPv4 from a lab address to a lab address, to link-local multicast
-(VRRP, IGMP) or to the limited broadcast. Anything else (an outside IPv4 address, IPv6, which the lab turns
-off, or another protocol) is counted and dropped. The `inspected` counter shows the guard saw traffic at
+(VRRP, IGMP) or to the limited broadcast, and IPv6 inside the lab's unique-local prefix and link scope (link-local
+addresses, the unspecified source of duplicate address detection, ff02:: multicast). Anything else (an outside IPv4
+or IPv6 address, or another protocol) is counted and dropped. The `inspected` counter shows the guard saw traffic at
 all, so a zero guard value is evidence and not silence.
 """
 
@@ -12,17 +13,19 @@ from __future__ import annotations
 import json
 
 from .system import LabError, netns_run
-from .topology import LINK_LOCAL_MULTICAST, SUBNET
+from .topology import LINK_LOCAL6, LINK_LOCAL_MULTICAST, LINK_LOCAL_MULTICAST6, SUBNET, SUBNET6, UNSPECIFIED6
 
 TABLE = "lab_guard"
 INSPECTED = "inspected"
 # Counters whose packets make up the guard value.
-ESCAPE_COUNTERS = ("ipv4_outside_lab", "arp_outside_lab", "ipv6", "other_protocols")
+ESCAPE_COUNTERS = ("ipv4_outside_lab", "arp_outside_lab", "ipv6_outside_lab", "other_protocols")
 
 
-def ruleset(subnet: str = SUBNET) -> str:
+def ruleset(subnet: str = SUBNET, subnet6: str = SUBNET6) -> str:
     """The nft script that creates the guard table (bridge family, forward + input + output hooks)."""
     counters = "\n".join(f"  counter {name} {{ }}" for name in (INSPECTED, *ESCAPE_COUNTERS))
+    ipv6_sources = f"{subnet6}, {LINK_LOCAL6}, {UNSPECIFIED6}"
+    ipv6_targets = f"{subnet6}, {LINK_LOCAL6}, {LINK_LOCAL_MULTICAST6}"
     return f"""table bridge {TABLE} {{
 {counters}
   chain classify {{
@@ -31,7 +34,8 @@ def ruleset(subnet: str = SUBNET) -> str:
     ether type arp counter name "arp_outside_lab" drop
     ether type ip ip saddr {subnet} ip daddr {{ {subnet}, {LINK_LOCAL_MULTICAST}, 255.255.255.255 }} return
     ether type ip counter name "ipv4_outside_lab" drop
-    ether type ip6 counter name "ipv6" drop
+    ether type ip6 ip6 saddr {{ {ipv6_sources} }} ip6 daddr {{ {ipv6_targets} }} return
+    ether type ip6 counter name "ipv6_outside_lab" drop
     counter name "other_protocols" drop
   }}
   chain forward {{ type filter hook forward priority 0; policy accept; jump classify; }}

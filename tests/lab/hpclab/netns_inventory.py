@@ -17,8 +17,10 @@ from .topology import (
     HOSTS,
     PREFIX_LENGTH,
     SUBNET,
+    SUBNET6,
     SWITCH_ADDRESS,
     VIP_RANGE,
+    address6,
     host_netns,
     switch_netns,
 )
@@ -51,6 +53,9 @@ def lab_vars(prefix: str, state_dir: Path) -> dict[str, object]:
         "lab_vip_range": f"{VIP_RANGE[0]}-{VIP_RANGE[1]}",
         "lab_vip_first": VIP_RANGE[0],
         "lab_vip_last": VIP_RANGE[1],
+        # IPv6: the lab's unique-local prefix; every address above has its twin there (fd..::100 for 198.18.0.100).
+        "lab_subnet6": SUBNET6,
+        "lab_vip6_first": address6(VIP_RANGE[0]),
         "lab_guest_range": f"{GUEST_RANGE[0]}-{GUEST_RANGE[1]}",
     }
 
@@ -83,6 +88,11 @@ def render(prefix: str, state_dir: Path) -> str:
         lines.append("      hosts:")
         for host in members:
             lines.append(f"        {host.name}:")
-            host_vars = {"ansible_host": host.address, **connection, "lab_netns": host_netns(prefix, host)}
+            host_vars = {
+                "ansible_host": host.address,
+                **connection,
+                "lab_netns": host_netns(prefix, host),
+                "lab_address6": address6(host.address),
+            }
             lines += [f"          {key}: {_scalar(value)}" for key, value in host_vars.items()]
     return "\n".join(lines) + "\n"

@@ -24,7 +24,9 @@ from .topology import (
     HOST_INTERFACE,
     HOSTS,
     PREFIX_LENGTH,
+    PREFIX_LENGTH6,
     SWITCH_ADDRESS,
+    address6,
     bridge_port,
     host_netns,
     lab_netns_names,
@@ -39,8 +41,16 @@ REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "sysctl", "nft", "nc", "ssh", "ssh
 # A unix socket path holds at most 107 bytes; ssh adds a 17-byte suffix while it creates the control socket.
 _CONTROL_PATH_BUDGET = 107 - len("/cp-198.18.0.255") - 17
 
-# IPv6 is off in every lab namespace: the lab carries IPv4 only, and the guard counts any IPv6 frame.
+# The switch has no address of either family in IPv6: it only bridges.
 _NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+# A host's IPv6: the lab prefix only, set by hand. No router advertisement is taken (so no route can appear), no
+# forwarding, and no duplicate address detection (the lab's table keeps addresses unique; DAD would hold a new
+# address, and the link-local one VRRPv3 sends from, tentative for a second).
+_HOST_IPV6 = {
+    f"net.ipv6.conf.{scope}.{key}": value
+    for scope in ("all", "default")
+    for key, value in {"disable_ipv6": "0", "accept_ra": "0", "accept_dad": "0", "forwarding": "0"}.items()
+}
 
 
 def log(message: str) -> None:
@@ -92,7 +102,7 @@ def create_network(state: LabState) -> None:
         state.save()
     set_sysctls(switch, {"net.ipv4.ip_forward": "0", **_NO_IPV6})
     for host in HOSTS:
-        set_sysctls(host_netns(prefix, host), _NO_IPV6)
+        set_sysctls(host_netns(prefix, host), _HOST_IPV6)
     switch_commands = [
         "link set lo up",
         f"link add {BRIDGE} type bridge stp_state 0 mcast_snooping 0",
@@ -112,6 +122,7 @@ def create_network(state: LabState) -> None:
             [
                 "link set lo up",
                 f"address add {host.address}/{PREFIX_LENGTH} dev {HOST_INTERFACE}",
+                f"address add {address6(host.address)}/{PREFIX_LENGTH6} dev {HOST_INTERFACE} nodad",
                 f"link set {HOST_INTERFACE} up",
                 f"route add default via {SWITCH_ADDRESS} dev {HOST_INTERFACE}",
             ],

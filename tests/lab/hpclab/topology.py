@@ -19,6 +19,15 @@ VIP_RANGE = ("198.18.0.100", "198.18.0.149")
 GUEST_RANGE = ("198.18.0.150", "198.18.0.199")
 # VRRP (224.0.0.18) and IGMP use the link-local multicast block; it never crosses a router.
 LINK_LOCAL_MULTICAST = "224.0.0.0/24"
+# The lab's own unique-local IPv6 prefix (RFC 4193, with a random global ID), on the bridge only: no host has an IPv6
+# route beyond it. Every lab address has an IPv6 twin in it (see address6).
+SUBNET6 = "fd6c:8b1e:52a9::/64"
+PREFIX_LENGTH6 = 64
+# What IPv6 needs on a link besides the lab prefix: link-local sources and targets, the unspecified source of duplicate
+# address detection, and link-scope multicast (neighbour discovery, MLD, VRRP's ff02::12).
+LINK_LOCAL6 = "fe80::/10"
+UNSPECIFIED6 = "::"
+LINK_LOCAL_MULTICAST6 = "ff02::/16"
 
 HOST_INTERFACE = "eth0"
 # The guest's only network interface: UML's vector driver names it vec0.
@@ -58,6 +67,15 @@ GUESTS = (
     LabHost("urs1", "198.18.0.153", "lvs_realservers"),
     LabHost("urs2", "198.18.0.154", "lvs_realservers"),
 )
+
+
+def address6(address: str) -> str:
+    """The IPv6 twin of a lab IPv4 address: the lab prefix with the last octet's digits as interface id.
+
+    198.18.0.153 -> fd6c:8b1e:52a9::153, so a reader maps one to the other at a glance.
+    """
+    last_octet = ipaddress.IPv4Address(address).packed[-1]
+    return str(ipaddress.IPv6Address(f"{ipaddress.IPv6Network(SUBNET6).network_address}{last_octet}"))
 
 
 def guest_named(name: str) -> LabHost:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 
-from .topology import GUEST_INTERFACE, PREFIX_LENGTH, SWITCH_ADDRESS, LabHost, bridge_port
+from .topology import GUEST_INTERFACE, PREFIX_LENGTH, PREFIX_LENGTH6, SWITCH_ADDRESS, LabHost, address6, bridge_port
 
 # LabHost RAM in MiB. UML touches only what the guest uses; systemd + sshd + an Ansible task stay far below it.
 GUEST_MEMORY_MIB = 256
@@ -29,10 +29,11 @@ def machine_id(prefix: str, guest: LabHost) -> str:
 
 
 def kernel_arguments(prefix: str, guest: LabHost) -> list[str]:
-    """LabHost kernel arguments besides the disks: memory, network, identity, consoles, no IPv6.
+    """LabHost kernel arguments besides the disks: memory, network, identity, consoles.
 
     `ip=` is read by systemd-network-generator in the guest (the UML kernel has no IP autoconfiguration), which
-    writes a systemd-networkd configuration: static address, default route to the lab switch (a dead end).
+    writes a systemd-networkd configuration: static address, default route to the lab switch (a dead end). The
+    second `ip=` adds the IPv6 twin of the address in the lab's unique-local prefix, with no gateway (no route out).
     """
     netmask = str(ipaddress.IPv4Network(f"0.0.0.0/{PREFIX_LENGTH}").netmask)
     return [
@@ -41,10 +42,9 @@ def kernel_arguments(prefix: str, guest: LabHost) -> list[str]:
         "rw",
         f"vec0:transport=tap,ifname={bridge_port(guest)},mac={mac_address(guest)},gro=1",
         f"ip={guest.address}::{SWITCH_ADDRESS}:{netmask}:{guest.name}:{GUEST_INTERFACE}:off",
+        f"ip=[{address6(guest.address)}]:::{PREFIX_LENGTH6}:{guest.name}:{GUEST_INTERFACE}:off",
         f"systemd.hostname={guest.name}",
         f"systemd.machine_id={machine_id(prefix, guest)}",
-        # The lab carries IPv4 only; the guard counts any IPv6 frame as an escape.
-        "ipv6.disable=1",
         # Plain text in the console log (it is shown when a guest fails to boot).
         "systemd.log_color=0",
         # Console 0 writes to the UML process's stdout (the console log); no other consoles or serial lines.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .files import lab_key_path, ssh_client_config_text
 from .netns_inventory import lab_vars, ssh_common_args
-from .topology import GROUPS, GUEST_INTERFACE, GUESTS, HOST_INTERFACE, HOSTS, host_netns, switch_netns
+from .topology import GROUPS, GUEST_INTERFACE, GUESTS, HOST_INTERFACE, HOSTS, address6, host_netns, switch_netns
 
 INVENTORY_FILE = "inventory-uml.yml"
 SSH_CONFIG_FILE = "ssh_config-uml"
@@ -53,6 +53,7 @@ def group_members(prefix: str, state_dir: Path, group: str) -> dict[str, dict[st
             **connection_vars(prefix, state_dir, guest=True),
             "lab_interface": GUEST_INTERFACE,
             "lab_guest": True,
+            "lab_address6": address6(guest.address),
         }
         for guest in GUESTS
         if guest.group == group
@@ -66,6 +67,7 @@ def group_members(prefix: str, state_dir: Path, group: str) -> dict[str, dict[st
                     "lab_interface": HOST_INTERFACE,
                     "lab_guest": False,
                     "lab_netns": host_netns(prefix, host),
+                    "lab_address6": address6(host.address),
                 }
     return members
 

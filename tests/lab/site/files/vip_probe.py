@@ -19,6 +19,12 @@ Each real server of the scenario answers with its own name, so the client sees w
                                              echoes lines), each sending a line every 0.5 s for SECONDS; writes
                                              OUT.connected once all are open, then OUT: {"by_server", "exchanges",
                                              "errors"}
+  vip_probe.py stream HOST PORT N SECONDS OUT
+                                             N TCP sessions to the session service, each sending a byte (an empty
+                                             line) every 0.1 s for SECONDS and timing the echoes; writes
+                                             OUT.connected once all are open, then OUT and stdout: {"by_server",
+                                             "echoes", "broken" (sessions reset or closed by the other end),
+                                             "longest_stall_s", "stalls_over_limit" (over 2 s), "errors"}
   vip_probe.py udp HOST PORT N               N datagrams to the UDP echo service (it answers with its name);
                                              prints {"ok", "failed", "by_server"}
 
@@ -32,6 +38,7 @@ import http.client
 import json
 import socket
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -39,6 +46,11 @@ from pathlib import Path
 CONNECT_TIMEOUT_S = 1.0
 WATCH_INTERVAL_S = 0.25
 WATCH_LIMIT_S = 300.0
+STREAM_INTERVAL_S = 0.1
+# A session whose echoes stop for longer than this counts as stalled (issue: "0 stalls over 2 s").
+STREAM_STALL_LIMIT_S = 2.0
+# After the last byte is sent, how long a session may take to echo what is still in flight.
+STREAM_DRAIN_S = 3.0
 
 # Why count picks its client ports: in DR the director sees only the client's half of a connection, so IPVS keeps
 # each entry (client address and port) for minutes after the connection closed (FIN_WAIT, tcp_fin 120 s). A new
@@ -163,6 +175,89 @@ def hold(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict
     return result
 
 
+class _Session:
+    """One stream session: its socket, the real server that greeted it, when each echo came back and how it ended."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.conn = socket.create_connection((host, port), timeout=2.0)
+        self.reader = self.conn.makefile("rb")
+        self.server = self.reader.readline().decode().strip()
+        self.echo_times: list[float] = []
+        self.error: str | None = None
+        self.closing = False
+
+    def read_echoes(self) -> None:
+        self.conn.settimeout(None)
+        try:
+            while self.reader.readline() == b"\n":
+                self.echo_times.append(time.monotonic())
+            if not self.closing:
+                self.error = "closed by the other end"
+        except OSError as error:
+            if not self.closing:
+                self.error = f"{type(error).__name__}: {error}"
+
+    def send_byte(self) -> None:
+        if self.error is None:
+            try:
+                self.conn.sendall(b"\n")
+            except OSError as error:
+                self.error = f"{type(error).__name__}: {error}"
+
+    def longest_stall_s(self, started: float, ended: float) -> float:
+        """The longest time without an echo between the start and the last byte sent."""
+        marks = [started, *[t for t in self.echo_times if t <= ended], ended]
+        return max(b - a for a, b in zip(marks, marks[1:], strict=False))
+
+
+def stream(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict:
+    """N sessions through the VIP, each sending a byte every 0.1 s; what a director failover does to them.
+
+    A session is reset when the director that takes over has no IPVS entry for it (its own stack answers the next
+    segment with a RST), and stalls while no director forwards it. With connection sync the new master has the entry
+    and a session only waits for the takeover and TCP's next retransmission.
+    """
+    opened = [_Session(host, port) for _session in range(sessions)]
+    by_server: dict[str, int] = {}
+    for session in opened:
+        by_server[session.server] = by_server.get(session.server, 0) + 1
+    readers = [threading.Thread(target=session.read_echoes, daemon=True) for session in opened]
+    for reader in readers:
+        reader.start()
+    out.with_name(out.name + ".connected").write_text(json.dumps(by_server))
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        tick = time.monotonic()
+        for session in opened:
+            session.send_byte()
+        time.sleep(max(0.0, STREAM_INTERVAL_S - (time.monotonic() - tick)))
+    ended = time.monotonic()
+    time.sleep(STREAM_DRAIN_S)
+    for session in opened:
+        session.closing = True
+        try:
+            session.conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already reset
+        session.conn.close()
+    for reader in readers:
+        reader.join(timeout=2.0)
+    stalls = [round(session.longest_stall_s(started, ended), 3) for session in opened]
+    result = {
+        "sessions": sessions,
+        "seconds": seconds,
+        "by_server": by_server,
+        "echoes": sum(len(session.echo_times) for session in opened),
+        "broken": sum(1 for session in opened if session.error is not None),
+        "longest_stall_s": max(stalls),
+        "stall_limit_s": STREAM_STALL_LIMIT_S,
+        "stalls_over_limit": sum(1 for stall in stalls if stall > STREAM_STALL_LIMIT_S),
+        "errors": sorted({session.error for session in opened if session.error})[:5],
+    }
+    out.write_text(json.dumps(result))
+    return result
+
+
 def udp(host: str, port: int, datagrams: int) -> dict:
     by_server, failed = {}, 0
     for number in range(datagrams):
@@ -226,6 +321,10 @@ def main(argv: list[str]) -> int:
     if command == "hold":
         result = hold(arguments[0], int(arguments[1]), int(arguments[2]), float(arguments[3]), Path(arguments[4]))
         return 0 if not result["errors"] else 1
+    if command == "stream":
+        result = stream(arguments[0], int(arguments[1]), int(arguments[2]), float(arguments[3]), Path(arguments[4]))
+        print(json.dumps(result))
+        return 0
     if command == "udp":
         result = udp(arguments[0], int(arguments[1]), int(arguments[2]))
         print(json.dumps(result))
