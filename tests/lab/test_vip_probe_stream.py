@@ -96,3 +96,5 @@ def test_echoes_that_stop_for_longer_than_two_seconds_count_as_a_stall_not_a_bre
     assert result["broken"] == 0
     assert result["stalls_over_limit"] == 2
     assert 2.4 <= result["longest_stall_s"] < 3.5
+    # The stall began after the fifth echo, about half a second into the stream.
+    assert 0.3 <= result["stall_from_s"] - result["started_s"] <= 1.2

@@ -5,6 +5,7 @@ Usage: python3 vip_timeline.py SPEC.json   (prints the result as JSON)
 SPEC: {"vip": "198.18.0.100/32",
        "hosts": {"dir1": {"log": "PATH", "held_at_start": true}, ...},
        "marks": {"kill": "2026-11-29T14:17:48.726798", "cleanup": "...", "start": "..."}}
+      (a mark may also be epoch seconds, as a number)
 
 Times are the hosts' local wall-clock times as `ip -ts` prints them (`date +%Y-%m-%dT%H:%M:%S.%6N` for the marks);
 the network-namespace hosts share one kernel clock, so they compare directly.
@@ -25,8 +26,12 @@ from pathlib import Path
 _EVENT = re.compile(r"^\[(?P<ts>[^\]]+)\] (?P<deleted>Deleted )?\d+: (?P<dev>\S+)\s+inet6? (?P<cidr>\S+)")
 
 
-def parse_time(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()
+def parse_time(text: str | float) -> float:
+    """An `ip -ts` timestamp (local time, ISO 8601), or epoch seconds (a number, or its text)."""
+    try:
+        return float(text)
+    except ValueError:
+        return datetime.fromisoformat(text).timestamp()
 
 
 def vip_events(log_text: str, vip: str) -> list[tuple[float, bool]]:

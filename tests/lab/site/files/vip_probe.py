@@ -22,9 +22,10 @@ Each real server of the scenario answers with its own name, so the client sees w
   vip_probe.py stream HOST PORT N SECONDS OUT
                                              N TCP sessions to the session service, each sending a byte (an empty
                                              line) every 0.1 s for SECONDS and timing the echoes; writes
-                                             OUT.connected once all are open, then OUT and stdout: {"by_server",
-                                             "echoes", "broken" (sessions reset or closed by the other end),
-                                             "longest_stall_s", "stalls_over_limit" (over 2 s), "errors"}
+                                             OUT.connected once all are open, then OUT and stdout: {"started_s",
+                                             "ended_s" (epoch), "by_server", "echoes", "broken" (sessions reset or
+                                             closed by the other end), "longest_stall_s", "stall_from_s" (epoch),
+                                             "stalls_over_limit" (over 2 s), "errors"}
   vip_probe.py udp HOST PORT N               N datagrams to the UDP echo service (it answers with its name);
                                              prints {"ok", "failed", "by_server"}
 
@@ -176,7 +177,10 @@ def hold(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict
 
 
 class _Session:
-    """One stream session: its socket, the real server that greeted it, when each echo came back and how it ended."""
+    """One stream session: its socket, the real server that greeted it, when each echo came back and how it ended.
+
+    Times are wall-clock (epoch) seconds, so they compare with other hosts' logs (`ip -ts monitor`).
+    """
 
     def __init__(self, host: str, port: int) -> None:
         self.conn = socket.create_connection((host, port), timeout=2.0)
@@ -190,7 +194,7 @@ class _Session:
         self.conn.settimeout(None)
         try:
             while self.reader.readline() == b"\n":
-                self.echo_times.append(time.monotonic())
+                self.echo_times.append(time.time())
             if not self.closing:
                 self.error = "closed by the other end"
         except OSError as error:
@@ -204,10 +208,10 @@ class _Session:
             except OSError as error:
                 self.error = f"{type(error).__name__}: {error}"
 
-    def longest_stall_s(self, started: float, ended: float) -> float:
-        """The longest time without an echo between the start and the last byte sent."""
+    def longest_stall(self, started: float, ended: float) -> tuple[float, float]:
+        """(from, until): the longest time without an echo between the start and the last byte sent."""
         marks = [started, *[t for t in self.echo_times if t <= ended], ended]
-        return max(b - a for a, b in zip(marks, marks[1:], strict=False))
+        return max(zip(marks, marks[1:], strict=False), key=lambda pair: pair[1] - pair[0])
 
 
 def stream(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict:
@@ -215,7 +219,8 @@ def stream(host: str, port: int, sessions: int, seconds: float, out: Path) -> di
 
     A session is reset when the director that takes over has no IPVS entry for it (its own stack answers the next
     segment with a RST), and stalls while no director forwards it. With connection sync the new master has the entry
-    and a session only waits for the takeover and TCP's next retransmission.
+    and a session only waits for the takeover and TCP's next retransmission. `stall_from_s` (the median session's
+    last echo before its longest stall) marks when the path went dead, as the client saw it.
     """
     opened = [_Session(host, port) for _session in range(sessions)]
     by_server: dict[str, int] = {}
@@ -224,14 +229,14 @@ def stream(host: str, port: int, sessions: int, seconds: float, out: Path) -> di
     readers = [threading.Thread(target=session.read_echoes, daemon=True) for session in opened]
     for reader in readers:
         reader.start()
+    started = time.time()
     out.with_name(out.name + ".connected").write_text(json.dumps(by_server))
-    started = time.monotonic()
-    while time.monotonic() - started < seconds:
+    while time.time() - started < seconds:
         tick = time.monotonic()
         for session in opened:
             session.send_byte()
         time.sleep(max(0.0, STREAM_INTERVAL_S - (time.monotonic() - tick)))
-    ended = time.monotonic()
+    ended = time.time()
     time.sleep(STREAM_DRAIN_S)
     for session in opened:
         session.closing = True
@@ -242,16 +247,19 @@ def stream(host: str, port: int, sessions: int, seconds: float, out: Path) -> di
         session.conn.close()
     for reader in readers:
         reader.join(timeout=2.0)
-    stalls = [round(session.longest_stall_s(started, ended), 3) for session in opened]
+    stalls = sorted(session.longest_stall(started, ended) for session in opened)
+    lengths = [until - since for since, until in stalls]
     result = {
         "sessions": sessions,
-        "seconds": seconds,
+        "started_s": round(started, 6),
+        "ended_s": round(ended, 6),
         "by_server": by_server,
         "echoes": sum(len(session.echo_times) for session in opened),
         "broken": sum(1 for session in opened if session.error is not None),
-        "longest_stall_s": max(stalls),
+        "longest_stall_s": round(max(lengths), 3),
+        "stall_from_s": round(stalls[len(stalls) // 2][0], 6),
         "stall_limit_s": STREAM_STALL_LIMIT_S,
-        "stalls_over_limit": sum(1 for stall in stalls if stall > STREAM_STALL_LIMIT_S),
+        "stalls_over_limit": sum(1 for length in lengths if length > STREAM_STALL_LIMIT_S),
         "errors": sorted({session.error for session in opened if session.error})[:5],
     }
     out.write_text(json.dumps(result))
