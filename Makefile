@@ -157,10 +157,13 @@ molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one
 	$(call require,$(addprefix extensions/molecule/,$(addsuffix /molecule.yml,$(MOLECULE_SCENARIOS))))
 	@cd $(ROOT) && for s in $${SCENARIO:-$(MOLECULE_SCENARIOS)}; do \
 		echo "== molecule test -s $$s"; \
-		mkdir -p $(WORK)/logs; \
+		mkdir -p $(WORK)/logs; rm -rf $(ROOT)/.lab/$(PREFIX)m-consoles; \
 		if ! $(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log; then \
 			echo "== molecule test -s $$s failed; its failed tasks (full log: .work/logs/molecule-$$s.log):"; \
-			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log; exit 1; \
+			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log; \
+			for c in $(ROOT)/.lab/$(PREFIX)m-consoles/*.log; do [ -f "$$c" ] || continue; \
+				echo "== last 15 lines of $$c (the guest's console, kept by lab down)"; tail -n 15 "$$c"; done; \
+			exit 1; \
 		fi; \
 	done
 

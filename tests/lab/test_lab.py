@@ -21,7 +21,18 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from hpclab import guard, ssh_probe, topology, uml_boot, uml_image, uml_inventory, uml_process, uml_seed  # noqa: E402
+from hpclab import (  # noqa: E402
+    guard,
+    ssh_probe,
+    topology,
+    uml_boot,
+    uml_guests,
+    uml_image,
+    uml_inventory,
+    uml_process,
+    uml_seed,
+    uml_state,
+)
 from hpclab.system import identify, is_alive  # noqa: E402
 from hpclab.topology import GUEST_RANGE, HOSTS  # noqa: E402
 
@@ -93,6 +104,29 @@ def test_the_guard_ruleset_loads_in_nft_and_lets_only_the_lab_prefix_and_link_sc
         ["unshare", "-n", "nft", "-c", "-f", "-"], input=text, text=True, capture_output=True, check=False
     )
     assert checked.returncode == 0, checked.stderr
+
+
+def test_down_keeps_each_guests_console_log_beside_the_state_dir_replacing_older_ones(tmp_path):
+    state_dir = tmp_path / "lum"
+    for guest in topology.GUESTS[:3]:
+        uml_state.console_log(state_dir, guest).parent.mkdir(parents=True)
+        uml_state.console_log(state_dir, guest).write_text(f"{guest.name} booted\n")
+    kept = tmp_path / "lum-consoles"
+    kept.mkdir()
+    (kept / "udir1.log").write_text("an earlier lab's console\n")
+
+    assert uml_guests.keep_console_logs(state_dir) == kept == uml_state.kept_consoles_dir(state_dir)
+
+    assert sorted(path.name for path in kept.iterdir()) == ["udir1.log", "udir2.log", "urs1.log"]
+    assert (kept / "udir1.log").read_text() == "udir1 booted\n"
+
+
+def test_a_console_log_that_cannot_be_kept_only_warns(tmp_path, capsys):
+    state_dir = tmp_path / "lum"
+    (tmp_path / "lum-consoles").write_text("a file where the folder would go")
+
+    assert uml_guests.keep_console_logs(state_dir) is None
+    assert "could not keep the guests' console logs" in capsys.readouterr().err
 
 
 def test_guest_named_lists_the_guests_when_the_name_is_unknown():

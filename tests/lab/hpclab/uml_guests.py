@@ -25,7 +25,7 @@ from .system import LabError, LabRefused, ProcessIdentity, ip_batch, is_alive, n
 from .topology import BRIDGE, GUESTS, LabHost, bridge_port, check_guest_addresses, guest_named, switch_netns
 from .uml_boot import GUEST_MEMORY_MIB, kernel_arguments
 from .uml_seed import write_seed
-from .uml_state import GuestRecord, GuestsState, console_log, cow_file, guest_dir, load, uml_dir
+from .uml_state import GuestRecord, GuestsState, console_log, cow_file, guest_dir, kept_consoles_dir, load, uml_dir
 
 TIMINGS_FILE = "timings-uml.json"
 # How long `status` waits for each guest's ssh banner.
@@ -226,6 +226,24 @@ def _close_control_connections(state_dir: Path) -> None:
             )  # fmt: skip
 
 
+def keep_console_logs(state_dir: Path) -> Path | None:
+    """Copy each guest's console log to kept_consoles_dir (replacing an earlier lab's); None when that fails.
+
+    A failure here only warns: taking the lab down matters more than its logs.
+    """
+    target = kept_consoles_dir(state_dir)
+    try:
+        target.mkdir(exist_ok=True)
+        for guest in GUESTS:
+            source = console_log(state_dir, guest)
+            if source.is_file():
+                shutil.copyfile(source, target / f"{guest.name}.log")
+    except OSError as error:
+        log(f"warning: could not keep the guests' console logs in {target}: {error}")
+        return None
+    return target
+
+
 def down(prefix: str, state_dir: Path) -> int:
     """Stop the recorded guests and delete their taps and files; 0 when nothing of them remains (or there was none)."""
     state = load(state_dir)
@@ -249,6 +267,9 @@ def down(prefix: str, state_dir: Path) -> int:
     if survivors:
         log(f"warning: guest processes still alive after SIGKILL: {', '.join(survivors)}; record kept")
         return 1
+    kept = keep_console_logs(state_dir)
+    if kept is not None:
+        log(f"lab guests: console logs kept in {kept}")
     shutil.rmtree(uml_dir(state_dir))
     return 0
 

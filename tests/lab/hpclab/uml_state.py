@@ -33,6 +33,12 @@ def console_log(state_dir: Path, guest: LabHost) -> Path:
     return guest_dir(state_dir, guest) / "console.log"
 
 
+def kept_consoles_dir(state_dir: Path) -> Path:
+    """Where `down` keeps the guests' console logs: beside the state dir, which `down` removes, so a guest that hung
+    at a boot or reboot can still be read after the lab is gone (CI prints their tails when a scenario fails)."""
+    return state_dir.parent / f"{state_dir.name}-consoles"
+
+
 def cow_file(state_dir: Path, guest: LabHost) -> Path:
     """The guest's copy-on-write file over the cached image: everything the guest writes to its disk."""
     return guest_dir(state_dir, guest) / "root.cow"
