@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 CONNECT_TIMEOUT_S = 1.0
@@ -223,9 +224,7 @@ def stream(host: str, port: int, sessions: int, seconds: float, out: Path) -> di
     last echo before its longest stall) marks when the path went dead, as the client saw it.
     """
     opened = [_Session(host, port) for _session in range(sessions)]
-    by_server: dict[str, int] = {}
-    for session in opened:
-        by_server[session.server] = by_server.get(session.server, 0) + 1
+    by_server = dict(Counter(session.server for session in opened))
     readers = [threading.Thread(target=session.read_echoes, daemon=True) for session in opened]
     for reader in readers:
         reader.start()
