@@ -3,7 +3,7 @@
 Each real server of the scenario answers with its own name, so the client sees which one the director chose.
 
   vip_probe.py count URL N                   N connections one after another, each from a client port no
-                                             earlier count used (see SOURCE_PORTS); prints
+                                             earlier count used (see SOURCE_PORTS), each given 2 s; prints
                                              {"ok": .., "failed": .., "by_server": {name: count}, "errors": [..],
                                              "source_ports": [first, last]}
   vip_probe.py watch URL LOG STOP_FILE [INTERVAL_S TIMEOUT_S]
@@ -46,6 +46,9 @@ from collections import Counter
 from pathlib import Path
 
 CONNECT_TIMEOUT_S = 1.0
+# count waits as long as watch is given in the scenarios (2 s): a connection whose first SYN or SYN-ACK was lost is
+# answered after TCP's initial retransmission timeout of 1 s (RFC 6298, 2.1), which a client does not see as a failure.
+COUNT_TIMEOUT_S = 2.0
 WATCH_INTERVAL_S = 0.25
 WATCH_LIMIT_S = 300.0
 STREAM_INTERVAL_S = 0.1
@@ -111,9 +114,9 @@ def count(url: str, connections: int, state: Path = NEXT_SOURCE_PORT_FILE) -> di
     errors, used = [], []
     ports = next_source_ports(state)
     for _connection in range(connections):
-        server, error = fetch(url, source_port=(port := next(ports)))
+        server, error = fetch(url, COUNT_TIMEOUT_S, source_port=(port := next(ports)))
         while _port_in_use(error):  # a port some other socket of this host holds: take the next one
-            server, error = fetch(url, source_port=(port := next(ports)))
+            server, error = fetch(url, COUNT_TIMEOUT_S, source_port=(port := next(ports)))
         used.append(port)
         if server is None:
             errors.append(error)
