@@ -110,7 +110,7 @@ def next_source_ports(state: Path = NEXT_SOURCE_PORT_FILE):
 
 
 def count(url: str, connections: int, state: Path = NEXT_SOURCE_PORT_FILE) -> dict:
-    by_server: dict[str, int] = {}
+    by_server: Counter[str] = Counter()
     errors, used = [], []
     ports = next_source_ports(state)
     for _connection in range(connections):
@@ -121,8 +121,8 @@ def count(url: str, connections: int, state: Path = NEXT_SOURCE_PORT_FILE) -> di
         if server is None:
             errors.append(error)
         else:
-            by_server[server] = by_server.get(server, 0) + 1
-    return {"ok": sum(by_server.values()), "failed": len(errors), "by_server": by_server, "errors": errors[:5],
+            by_server[server] += 1
+    return {"ok": by_server.total(), "failed": len(errors), "by_server": dict(by_server), "errors": errors[:5],
             "source_ports": [used[0], used[-1]] if used else []}
 
 
@@ -154,12 +154,12 @@ def gaps(records: list[dict], since_s: float) -> dict:
 
 def hold(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict:
     """N long TCP sessions through the VIP; every line sent must come back on the same session."""
-    opened, by_server, errors, exchanges = [], {}, [], 0
+    opened, by_server, errors, exchanges = [], Counter(), [], 0
     for _session in range(sessions):
         conn = socket.create_connection((host, port), timeout=2.0)
         reader = conn.makefile("r")
         name = reader.readline().strip()
-        by_server[name] = by_server.get(name, 0) + 1
+        by_server[name] += 1
         opened.append((conn, reader, name))
     out.with_name(out.name + ".connected").write_text(json.dumps(by_server))
     deadline = time.monotonic() + seconds
@@ -175,7 +175,7 @@ def hold(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict
         time.sleep(0.5)
     for conn, _reader, _name in opened:
         conn.close()
-    result = {"by_server": by_server, "exchanges": exchanges, "errors": errors}
+    result = {"by_server": dict(by_server), "exchanges": exchanges, "errors": errors}
     out.write_text(json.dumps(result))
     return result
 
@@ -269,7 +269,8 @@ def stream(host: str, port: int, sessions: int, seconds: float, out: Path) -> di
 
 
 def udp(host: str, port: int, datagrams: int) -> dict:
-    by_server, failed = {}, 0
+    by_server: Counter[str] = Counter()
+    failed = 0
     for number in range(datagrams):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.settimeout(1.0)
@@ -278,10 +279,10 @@ def udp(host: str, port: int, datagrams: int) -> dict:
             sock.send(f"probe {number}".encode())
             try:
                 name = sock.recv(512).decode().strip()
-                by_server[name] = by_server.get(name, 0) + 1
+                by_server[name] += 1
             except OSError:
                 failed += 1
-    return {"ok": sum(by_server.values()), "failed": failed, "by_server": by_server}
+    return {"ok": by_server.total(), "failed": failed, "by_server": dict(by_server)}
 
 
 def outage(records: list[dict], since_s: float, name: str) -> dict:
