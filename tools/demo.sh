@@ -34,22 +34,39 @@ wheelhouse_shared=$(PYTHONPATH="$root/tests/lab" python3 -c \
 site_vars=(-e "hpc_balance_lab_repo=$root" -e "hpc_balance_report_dir=$REPORT_DIR"
     -e "gpu_moe_wheelhouse_shared=$wheelhouse_shared"
     -e '{"hpc_balance_required_groups": ["lvs_directors", "lvs_realservers", "lvs_clients", "gpu_nodes"]}')
-ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare.yml" "${site_vars[@]}"
 # site.yml is the roll-out and then the audit; the lab's client load goes in between, where the audit can see it.
 # The roll-out runs as two --limit runs side by side, as on a large site: the GPU hosts in one, every other host
-# in the other (the layers share no host, and each layer's checks look only at its own hosts). The compute run's
-# output goes to a log that is printed when it ends.
+# in the other (the layers share no host, and each layer's checks look only at its own hosts). The compute run,
+# after its wheelhouse, and the real servers' service start in the background; their logs are printed afterwards.
+# The network run works on the guests, which run at nice -5 (see hpclab/uml_process.py); its controller side runs
+# at the same priority, so the compute layer's installs do not hold it up.
 compute_log="$LAB_STATE/site-compute.log"
-ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" --skip-tags audit \
-    --limit 'gpu_nodes:localhost' >"$compute_log" 2>&1 &
+services_log="$LAB_STATE/prepare-realservers.log"
+{
+    ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare_wheelhouse.yml" "${site_vars[@]}" &&
+        ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" --skip-tags audit \
+            --limit 'gpu_nodes:localhost'
+} >"$compute_log" 2>&1 &
 compute_pid=$!
+# lvs_realserver waits (lvs_realserver_check_ports) for the service this starts.
+ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare_realservers.yml" "${site_vars[@]}" \
+    >"$services_log" 2>&1 &
+services_pid=$!
 network_rc=0
-ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" --skip-tags audit \
+nice -n -5 ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" --skip-tags audit \
     --limit 'all:localhost:!gpu_nodes' || network_rc=$?
+services_rc=0
+wait "$services_pid" || services_rc=$?
 compute_rc=0
 wait "$compute_pid" || compute_rc=$?
-echo "==================== site.yml --limit gpu_nodes (ran alongside) ===================="
+echo "==================== prepare_realservers.yml (ran alongside) ===================="
+cat "$services_log"
+echo "==================== prepare_wheelhouse.yml, then site.yml --limit gpu_nodes (ran alongside) ===================="
 cat "$compute_log"
+if (( services_rc )); then
+    echo "demo: prepare_realservers.yml failed (rc $services_rc)" >&2
+    exit 1
+fi
 if (( network_rc || compute_rc )); then
     echo "demo: site.yml failed (other hosts: rc $network_rc, gpu_nodes: rc $compute_rc)" >&2
     exit 1

@@ -167,6 +167,29 @@ def test_recipe_key_changes_with_the_uml_kernel(fake_uml_modules):
     assert uml_image.recipe_key(uml_image.recipe()) != before
 
 
+def test_recipe_key_changes_with_the_masked_generators(fake_uml_modules, monkeypatch):
+    before = uml_image.recipe_key(uml_image.recipe())
+    monkeypatch.setattr(uml_image, "MASKED_GENERATORS", uml_image.MASKED_GENERATORS[1:])
+    assert uml_image.recipe_key(uml_image.recipe()) != before
+
+
+def test_mask_generators_links_each_to_dev_null_and_is_repeatable(tmp_path):
+    # systemd.generator(7): a same-named link to /dev/null in /etc/systemd/system-generators masks a generator.
+    uml_image.mask_generators(tmp_path)
+    uml_image.mask_generators(tmp_path)
+    folder = tmp_path / "etc/systemd/system-generators"
+    assert sorted(path.name for path in folder.iterdir()) == sorted(uml_image.MASKED_GENERATORS)
+    assert {str(path.readlink()) for path in folder.iterdir()} == {"/dev/null"}
+    assert "systemd-fstab-generator" not in uml_image.MASKED_GENERATORS
+
+
+def test_guest_cpus_spread_round_robin_over_the_allowed_cpus():
+    assert uml_process.guest_cpus(4, {0, 1}) == [0, 1, 0, 1]
+    assert uml_process.guest_cpus(3, {5}) == [5, 5, 5]
+    assert uml_process.guest_cpus(2, {2, 7, 9}) == [2, 7]
+    assert set(uml_process.guest_cpus(4)) <= os.sched_getaffinity(0)
+
+
 def test_uml_modules_version_needs_exactly_one_kernel(fake_uml_modules):
     (fake_uml_modules / "6.1.177").mkdir()
     with pytest.raises(uml_image.LabError, match=r"exactly one UML kernel module folder .*user-mode-linux"):

@@ -51,4 +51,7 @@ def kernel_arguments(prefix: str, guest: LabHost) -> list[str]:
         "con=null",
         "con0=null,fd:1",
         "ssl=null",
+        # No legacy BSD ptys: the default 256 pairs made 595 tty devices for udev to trigger at each boot
+        # (systemd-udev-trigger 11.8 s, against 5.1 s with 83 devices). drivers/tty/pty.c, legacy_count.
+        "pty.legacy_count=0",
     ]

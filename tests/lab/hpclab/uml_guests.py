@@ -169,7 +169,9 @@ def up(prefix: str, state_dir: Path, *, ssh_timeout_s: float = DEFAULT_SSH_TIMEO
 
     memory_dir = uml_process.memory_folder(uml_dir(state_dir) / "memory", GUEST_MEMORY_MIB * len(GUESTS))
     started_at = {}
-    for guest in GUESTS:
+    cpus = uml_process.guest_cpus(len(GUESTS))
+    timings["guest_cpus"] = {guest.name: cpu for guest, cpu in zip(GUESTS, cpus, strict=True)}
+    for guest, cpu in zip(GUESTS, cpus, strict=True):
         argv = [
             f"umid={guest.name}",
             f"uml_dir={guest_dir(state_dir, guest)}",
@@ -180,7 +182,9 @@ def up(prefix: str, state_dir: Path, *, ssh_timeout_s: float = DEFAULT_SSH_TIMEO
         record = GuestRecord(address=guest.address, argv=argv)
         state.guests[guest.name] = record
         started_at[guest.name] = time.monotonic()
-        record.process = uml_process.start(switch, argv, memory_dir, preload, console_log(state_dir, guest))
+        record.process = uml_process.start(
+            switch, argv, memory_dir, preload, console_log(state_dir, guest), cpu=cpu
+        )
         state.save(state_dir)
     log(f"lab guests: {len(GUESTS)} guests booting on {switch} (consoles in {uml_dir(state_dir)}/*/console.log)")
     boot_started = time.monotonic()

@@ -91,6 +91,23 @@ MASKED_UNITS = (
     "modprobe@fuse.service",
     "modprobe@loop.service",
 )
+# Generators a lab guest does not need: systemd runs every generator at boot and at each daemon-reload, and each
+# costs 0.6 to 2.0 s in a guest (a daemon-reload took 16.4 to 17.4 s with all twelve, 10.3 to 12.2 s without these).
+# Kept: fstab (the root file system's options) and sysv (init scripts such as ipvsadm's). systemd.generator(7): a
+# link to /dev/null in /etc/systemd/system-generators masks the generator of that name.
+MASKED_GENERATORS = (
+    "systemd-cryptsetup-generator",
+    "systemd-debug-generator",
+    "systemd-getty-generator",
+    "systemd-gpt-auto-generator",
+    "systemd-hibernate-resume-generator",
+    "systemd-integritysetup-generator",
+    "systemd-rc-local-generator",
+    "systemd-run-generator",
+    "systemd-system-update-generator",
+    "systemd-veritysetup-generator",
+)
+GENERATOR_MASK_DIR = Path("etc/systemd/system-generators")
 ENABLED_UNITS = ("systemd-networkd.service", "systemd-network-generator.service", "lab-seed.service")
 # Files of guest-rootfs/ that must be executable inside the guest.
 EXECUTABLE_DIRS = ("usr/local/sbin",)
@@ -153,6 +170,7 @@ def recipe() -> dict[str, object]:
         "overlay": overlay_files(),
         "enabled_units": list(ENABLED_UNITS),
         "masked_units": list(MASKED_UNITS),
+        "masked_generators": list(MASKED_GENERATORS),
         "uml_modules": uml_modules_version(),
         "size_mib": ROOT_FS_SIZE_MIB,
         "build_steps": BUILD_STEPS_VERSION,
@@ -254,6 +272,17 @@ def lay_overlay(root: Path) -> None:
         os.chown(target, 0, 0)
 
 
+def mask_generators(root: Path) -> None:
+    """Link each of MASKED_GENERATORS to /dev/null under the image's /etc/systemd/system-generators."""
+    folder = root / GENERATOR_MASK_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in MASKED_GENERATORS:
+        link = folder / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to("/dev/null")
+
+
 def customize(root: Path, log_path: Path) -> None:
     """Make the bootstrapped folder a lab guest: modules, overlay, per-guest identity left blank, units."""
     version = uml_modules_version()
@@ -265,6 +294,7 @@ def customize(root: Path, log_path: Path) -> None:
         path.unlink(missing_ok=True)
     _run_logged(["chroot", str(root), "systemctl", "enable", *ENABLED_UNITS], log_path, 60.0)
     _run_logged(["chroot", str(root), "systemctl", "mask", *MASKED_UNITS], log_path, 60.0)
+    mask_generators(root)
 
 
 def make_filesystem(root: Path, image: Path, log_path: Path) -> None:

@@ -24,6 +24,9 @@ UML_BINARY = "linux"
 _SESSION_COMMS = ("linux", "uml_")
 _TERM_TIMEOUT_S = 5.0
 _KILL_TIMEOUT_S = 5.0
+# Guests run slightly ahead of the rest of the machine (pip installs, the controller's forks): a guest that waits
+# for a core stalls every module run on it.
+GUEST_NICE = -5
 
 
 def preload_library() -> Path:
@@ -53,10 +56,36 @@ def memory_folder(fallback: Path, needed_mib: int) -> Path:
     return fallback
 
 
-def start(switch_netns: str, argv: list[str], memory_dir: Path, preload: Path, console: Path) -> ProcessIdentity:
+def guest_cpus(count: int, allowed: set[int] | None = None) -> list[int]:
+    """One host CPU per guest, round robin over the CPUs this process may use (`allowed`; default: its affinity).
+
+    UML runs a guest's kernel and the process it serves as two host processes that hand over on every page fault
+    and system call (ptrace). Held on one CPU, each hand-over is a switch on that CPU; spread over several, it is a
+    cross-CPU wake-up. On a 2-core machine, touching 20 MiB in a guest took 5.04 s unpinned and 0.71 s pinned.
+    """
+    cpus = sorted(os.sched_getaffinity(0) if allowed is None else allowed)
+    if not cpus:
+        raise LabError("no CPU is allowed to this process")
+    return [cpus[index % len(cpus)] for index in range(count)]
+
+
+def _hold_to_cpu(cpu: int):
+    """A preexec function: the child (and all it forks, UML's helpers too) runs on `cpu` only, at GUEST_NICE."""
+
+    def hold() -> None:
+        os.sched_setaffinity(0, {cpu})
+        os.setpriority(os.PRIO_PROCESS, 0, GUEST_NICE)
+
+    return hold
+
+
+def start(
+    switch_netns: str, argv: list[str], memory_dir: Path, preload: Path, console: Path, cpu: int | None = None
+) -> ProcessIdentity:
     """Start `linux ARGV` in the switch namespace, detached in its own session, console output to `console`.
 
-    Only stdin, stdout and stderr are passed on (the preload library closes anything else at each boot).
+    With `cpu`, the guest is held to that host CPU (see guest_cpus). Only stdin, stdout and stderr are passed on
+    (the preload library closes anything else at each boot).
     """
     command = [
         "ip", "netns", "exec", switch_netns,
@@ -65,7 +94,12 @@ def start(switch_netns: str, argv: list[str], memory_dir: Path, preload: Path, c
     ]  # fmt: skip
     with open(console, "ab") as console_file:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=console_file, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=console_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=None if cpu is None else _hold_to_cpu(cpu),
         )
     identity = identify(process.pid)
     if identity is None:
