@@ -43,9 +43,9 @@ site_vars=(-e "hpc_balance_lab_repo=$root" -e "hpc_balance_report_dir=$REPORT_DI
 compute_log="$LAB_STATE/site-compute.log"
 services_log="$LAB_STATE/prepare-realservers.log"
 {
-    ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare_wheelhouse.yml" "${site_vars[@]}" &&
-        ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" --skip-tags audit \
-            --limit 'gpu_nodes:localhost'
+    nice -n 10 ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare_wheelhouse.yml" "${site_vars[@]}" &&
+        nice -n 10 ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" \
+            --skip-tags audit --limit 'gpu_nodes:localhost'
 } >"$compute_log" 2>&1 &
 compute_pid=$!
 # lvs_realserver waits (lvs_realserver_check_ports) for the service this starts.

@@ -337,7 +337,8 @@ def test_host_sees_the_machines_files_except_under_its_fresh_folders(tmp_path):
     from hpclab.files import FRESH_PATHS, host_sees
 
     assert host_sees("/work/main/.work/wheelhouse/gpu_moe") and host_sees("/etc/hosts") and host_sees("/optional")
-    for inside, _name, _mode in FRESH_PATHS:
+    assert set(FRESH_PATHS) == {"/root", "/opt", "/tmp", "/var/tmp"}
+    for inside in FRESH_PATHS:
         assert not host_sees(inside) and not host_sees(f"{inside}/x/.work/wheelhouse")
     # A link from a visible folder into a fresh one is not seen either: the path is resolved first.
     (tmp_path / "link").symlink_to("/root")

@@ -38,9 +38,11 @@ for path in /etc /var/log; do
         -o "lowerdir=$path,upperdir=$lab/upper$path,workdir=$lab/work$path" "$path"
 done
 
-# Fresh per-host folders.
+# Fresh per-host folders; /opt (software installed on the host, such as gpu1's venvs) is a tmpfs that ends with the
+# host, so taking the lab down does not delete gigabytes from the disk. Its size is a ceiling, not an allocation: the
+# gpu_moe preflight wants room for a venv (5 GiB) beside the one in use.
 mount --bind "$lab/root" /root
-mount --bind "$lab/opt" /opt
+mount -t tmpfs -o mode=0755,size=16g lab-opt /opt
 mount --bind "$lab/var-tmp" /var/tmp
 mount --bind "$lab/tmp" /tmp
 
