@@ -38,14 +38,14 @@ site_vars=(-e "hpc_balance_lab_repo=$root" -e "hpc_balance_report_dir=$REPORT_DI
 # The roll-out runs as two --limit runs side by side, as on a large site: the GPU hosts in one, every other host
 # in the other (the layers share no host, and each layer's checks look only at its own hosts). The compute run,
 # after its wheelhouse, and the real servers' service start in the background; their logs are printed afterwards.
-# The network run works on the guests, which run at nice -5 (see hpclab/uml_process.py); its controller side runs
-# at the same priority, so the compute layer's installs do not hold it up.
+# The network run is the longer one: each of its steps waits for a guest, and the guests run at nice -5 (see
+# hpclab/uml_process.py). Its controller side runs at the same priority.
 compute_log="$LAB_STATE/site-compute.log"
 services_log="$LAB_STATE/prepare-realservers.log"
 {
-    nice -n 10 ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare_wheelhouse.yml" "${site_vars[@]}" &&
-        nice -n 10 ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" \
-            --skip-tags audit --limit 'gpu_nodes:localhost'
+    ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare_wheelhouse.yml" "${site_vars[@]}" &&
+        ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" --skip-tags audit \
+            --limit 'gpu_nodes:localhost'
 } >"$compute_log" 2>&1 &
 compute_pid=$!
 # lvs_realserver waits (lvs_realserver_check_ports) for the service this starts.
