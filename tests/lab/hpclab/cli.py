@@ -95,7 +95,8 @@ def command_down(prefix: str, state_dir: Path) -> int:
         log(f"lab down failed: {error}")
         return EXIT_FAILED
     total_s = time.monotonic() - started
-    log(f"lab {prefix} down in {total_s:.2f} s (guests {guests_s:.2f} s, network namespaces {total_s - guests_s:.2f} s)")
+    netns_s = total_s - guests_s
+    log(f"lab {prefix} down in {total_s:.2f} s (guests {guests_s:.2f} s, network namespaces {netns_s:.2f} s)")
     return max(rc_guests, rc)
 
 
