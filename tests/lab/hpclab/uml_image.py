@@ -278,8 +278,7 @@ def mask_generators(root: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name in MASKED_GENERATORS:
         link = folder / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
+        link.unlink(missing_ok=True)
         link.symlink_to("/dev/null")
 
 

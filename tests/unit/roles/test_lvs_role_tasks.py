@@ -3,6 +3,11 @@ scenarios lvs-netns and lvs-uml)."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+
 import pytest
 from lvs_role_files import ROLES, load_yaml
 
@@ -151,10 +156,6 @@ def test_each_missing_vip_is_one_batch_line_with_the_options_of_its_family():
 
 def test_ip_batch_adds_the_vips_on_a_real_lo(tmp_path):
     """The rendered batch, run by ip in a network namespace of its own (skipped where that cannot be made)."""
-    import os
-    import shutil
-    import subprocess
-
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.skip("needs root, unshare and ip")
     batch = _render_vip_add_batch(["198.18.0.100/32", "fd00::100/128"])
@@ -162,8 +163,6 @@ def test_ip_batch_adds_the_vips_on_a_real_lo(tmp_path):
     completed = subprocess.run(["unshare", "--net", "bash", "-c", script, batch], input=batch, capture_output=True,
                                text=True, timeout=30, check=False)
     assert completed.returncode == 0, completed.stderr
-    import json
-
     shown = json.loads(completed.stdout.splitlines()[0])
     addresses = {(info["local"], info.get("label")) for info in shown[0]["addr_info"]}
     assert ("198.18.0.100", "lo:lvs") in addresses
