@@ -92,7 +92,8 @@ def _ipv6_problems(host: str, vips: list[Address], ipv6_sysctls: Any) -> list[st
     v6 = ", ".join(str(vip) for vip in vips if vip.version == 6)
     if not v6 or ipv6_sysctls is None:
         return []
-    current = parse_sysctl_output(ipv6_sysctls)
+    # The same read holds the ARP keys: only the switches tell whether the kernel has IPv6.
+    current = {key: value for key, value in parse_sysctl_output(ipv6_sysctls).items() if key in IPV6_SWITCHES}
     if not current:
         return [
             f"{host}: lvs_realserver_vips has {v6} (IPv6), but this host's kernel has no IPv6 (no /proc/sys/net/ipv6; "
@@ -154,8 +155,8 @@ def lvs_realserver_problems(settings: dict[str, Any]) -> list[str]:
 
     settings -- host, vips, interface, known_interfaces (None when facts are not gathered), own_addresses,
                 arp_ignore, arp_announce, loose_rp_filter, check_ports, addresses (``ip -j addr show`` as text or
-                parsed; None when not read), ipv6_sysctls (what ``sysctl -e`` printed for IPV6_SWITCHES; None when
-                not read)
+                parsed; None when not read), ipv6_sysctls (what ``sysctl -e`` printed for IPV6_SWITCHES, with other
+                keys beside them that are ignored here; None when not read)
     """
     host = settings.get("host", "?")
     vips = [str(vip) for vip in settings.get("vips") or []]

@@ -190,12 +190,15 @@ def test_loose_rp_filter_given_as_text_reads_as_the_boolean_it_spells(value, rp_
 
 def test_the_preflight_passes_the_booleans_and_the_ipv6_switches_to_the_checks():
     preflight = tasks("lvs_realserver", "tasks/preflight.yml")
-    read = by_name(preflight, "Read whether IPv6 is on for lo (a v6 VIP needs it; sysctl -e prints nothing when the "
-                              "kernel has no IPv6)")
-    assert read["ansible.builtin.command"]["argv"] == [
-        "sysctl", "-e", "net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6"]
+    read = by_name(preflight, "Read whether IPv6 is on for lo (a v6 VIP needs it) and the current ARP settings")
+    assert read["ansible.builtin.command"]["argv"] == (
+        "{{ ['sysctl', '-e'] + lvs_realserver_ipv6_switch_keys + lvs_realserver_sysctls.keys() | list }}")
+    assert read["register"] == "lvs_realserver_sysctl_now"
     assert read["check_mode"] is False
+    role_vars = load_yaml(ROLES / "lvs_realserver" / "vars" / "main.yml")
+    assert role_vars["lvs_realserver_ipv6_switch_keys"] == [
+        "net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6"]
     find = by_name(preflight, "Find mistakes in this real server's settings")
     settings = find["vars"]["lvs_realserver_settings"]
-    assert settings["ipv6_sysctls"] == "{{ lvs_realserver_ipv6_switches.stdout }}"
+    assert settings["ipv6_sysctls"] == "{{ lvs_realserver_sysctl_now.stdout }}"
     assert settings["loose_rp_filter"] == "{{ lvs_realserver_loose_rp_filter }}"

@@ -94,6 +94,13 @@ ALL_ON = "net.ipv6.conf.all.disable_ipv6 = 0\nnet.ipv6.conf.lo.disable_ipv6 = 0\
         pytest.param("", ["rs1: lvs_realserver_vips has fd00::100 (IPv6), but this host's kernel has no IPv6 (no "
                           "/proc/sys/net/ipv6; booted with ipv6.disable=1?); enable IPv6 or list only IPv4 VIPs"],
                      id="kernel without IPv6"),
+        # The preflight reads the ARP keys in the same `sysctl -e` call: on a kernel without IPv6 they are all it
+        # prints (sysctl(8): -e ignores unknown keys), and they must not pass for the IPv6 switches.
+        pytest.param("net.ipv4.conf.all.arp_ignore = 0\nnet.ipv4.conf.all.arp_announce = 0\n",
+                     ["rs1: lvs_realserver_vips has fd00::100 (IPv6), but this host's kernel has no IPv6 (no "
+                      "/proc/sys/net/ipv6; booted with ipv6.disable=1?); enable IPv6 or list only IPv4 VIPs"],
+                     id="kernel without IPv6, ARP keys beside"),
+        pytest.param(ALL_ON + "net.ipv4.conf.all.arp_ignore = 0\n", [], id="IPv6 on, ARP keys beside"),
         pytest.param(ALL_ON.replace("all.disable_ipv6 = 0", "all.disable_ipv6 = 1"),
                      ["rs1: lvs_realserver_vips has fd00::100 (IPv6), but net.ipv6.conf.all.disable_ipv6 is 1 here; "
                       "set it to 0 (sysctl -w net.ipv6.conf.all.disable_ipv6=0, and in /etc/sysctl.d) or list only "
