@@ -26,7 +26,7 @@ _TERM_TIMEOUT_S = 5.0
 _KILL_TIMEOUT_S = 5.0
 # Guests run slightly ahead of the rest of the machine (pip installs, the controller's forks): a guest that waits
 # for a core stalls every module run on it.
-GUEST_NICE = -5
+GUEST_NICE = -10
 
 
 def preload_library() -> Path:
