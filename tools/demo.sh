@@ -12,28 +12,6 @@ lab_args=(--prefix "$PREFIX" --state-dir "$LAB_STATE")
 start_s=$(date +%s)
 # Six lab machines: one fork each, so no play waits for a second batch.
 export ANSIBLE_FORKS=${ANSIBLE_FORKS:-10}
-# The lab's hosts see the machine's files (all but their own /root, /opt, /tmp, /var/tmp), as nodes see a shared
-# file system: where gpu1 sees the wheelhouse, it installs torch and triton from there in place, without a copy.
-wheelhouse_shared=$(PYTHONPATH="$root/tests/lab" python3 -c \
-    'import sys; from hpclab.files import host_sees; print(str(host_sees(sys.argv[1])).lower())' \
-    "$root/.work/wheelhouse/gpu_moe")
-site_vars=(-e "hpc_balance_lab_repo=$root" -e "hpc_balance_report_dir=$REPORT_DIR"
-    -e "gpu_moe_wheelhouse_shared=$wheelhouse_shared"
-    -e '{"hpc_balance_required_groups": ["lvs_directors", "lvs_realservers", "lvs_clients", "gpu_nodes"]}')
-# The wheelhouse is the controller's alone: it is checked (and filled, the first time) while the lab boots. Its exit
-# status goes to a file, which the compute run below waits for.
-mkdir -p "$root/.work/logs"
-wheelhouse_log="$root/.work/logs/demo-$PREFIX-wheelhouse.log"
-wheelhouse_rc="$root/.work/logs/demo-$PREFIX-wheelhouse.rc"
-rm -f "$wheelhouse_rc"
-{
-    wheelhouse_status=0
-    nice -n 19 ansible-playbook -i "$root/tests/lab/site/controller-inventory.yml" \
-        "$root/tests/lab/site/prepare_wheelhouse.yml" \
-        "${site_vars[@]}" || wheelhouse_status=$?
-    echo "$wheelhouse_status" >"$wheelhouse_rc"
-} >"$wheelhouse_log" 2>&1 &
-
 # `up` refuses to touch a lab that already exists, so a second demo stops here and harms nothing.
 inventory=$("${lab[@]}" up "${lab_args[@]}" --flavour "${LAB:-uml}" | tail -n 1)
 if [[ "${KEEP:-0}" != 1 ]]; then
@@ -48,21 +26,25 @@ ln -sfn "$root/tests/lab/site/group_vars" "$site_inventory/group_vars"
 ln -sfn "$root/tests/lab/site/host_vars" "$site_inventory/host_vars"
 echo "demo: lab inventory $site_inventory" >&2
 
+# The lab's hosts see the machine's files (all but their own /root, /opt, /tmp, /var/tmp), as nodes see a shared
+# file system: where gpu1 sees the wheelhouse, it installs torch and triton from there in place, without a copy.
+wheelhouse_shared=$(PYTHONPATH="$root/tests/lab" python3 -c \
+    'import sys; from hpclab.files import host_sees; print(str(host_sees(sys.argv[1])).lower())' \
+    "$root/.work/wheelhouse/gpu_moe")
+site_vars=(-e "hpc_balance_lab_repo=$root" -e "hpc_balance_report_dir=$REPORT_DIR"
+    -e "gpu_moe_wheelhouse_shared=$wheelhouse_shared"
+    -e '{"hpc_balance_required_groups": ["lvs_directors", "lvs_realservers", "lvs_clients", "gpu_nodes"]}')
 # site.yml is the roll-out and then the audit; the lab's client load goes in between, where the audit can see it.
 # The roll-out runs as two --limit runs side by side, as on a large site: the GPU hosts in one, every other host
-# in the other (the layers share no host, and each layer's checks look only at its own hosts). The compute run
-# (once the wheelhouse is ready) and the real servers' service start in the background; their logs are printed
-# afterwards.
+# in the other (the layers share no host, and each layer's checks look only at its own hosts). The compute run,
+# after its wheelhouse, and the real servers' service start in the background; their logs are printed afterwards.
 # The network run is the longer one: each of its steps waits for a guest, and the guests run at nice -10 (see
-# hpclab/uml_process.py). Its controller side runs at the same priority; the wheelhouse and the compute run's
-# controller side at nice 19.
+# hpclab/uml_process.py). Its controller side runs at the same priority.
 compute_log="$LAB_STATE/site-compute.log"
 services_log="$LAB_STATE/prepare-realservers.log"
 {
-    while [[ ! -s "$wheelhouse_rc" ]]; do sleep 0.5; done
-    cat "$wheelhouse_log"
-    [[ "$(cat "$wheelhouse_rc")" == 0 ]] &&
-        nice -n 19 ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" --skip-tags audit \
+    ansible-playbook -i "$site_inventory" "$root/tests/lab/site/prepare_wheelhouse.yml" "${site_vars[@]}" &&
+        ansible-playbook -i "$site_inventory" "$root/playbooks/site.yml" "${site_vars[@]}" --skip-tags audit \
             --limit 'gpu_nodes:localhost'
 } >"$compute_log" 2>&1 &
 compute_pid=$!
