@@ -11,6 +11,8 @@ import subprocess
 import pytest
 from lvs_role_files import ROLES, load_yaml
 
+from ansible_collections.hpc.balance.plugins.filter.lvs_realserver import IPV6_SWITCHES
+
 
 def tasks(role, name):
     return load_yaml(ROLES / role / name)
@@ -198,6 +200,9 @@ def test_the_preflight_passes_the_booleans_and_the_ipv6_switches_to_the_checks()
     role_vars = load_yaml(ROLES / "lvs_realserver" / "vars" / "main.yml")
     assert role_vars["lvs_realserver_ipv6_switch_keys"] == [
         "net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6"]
+    # The role reads the keys the filter judges: the two lists are one list, written twice (YAML for the task's
+    # argv, Python for the checks).
+    assert role_vars["lvs_realserver_ipv6_switch_keys"] == list(IPV6_SWITCHES)
     find = by_name(preflight, "Find mistakes in this real server's settings")
     settings = find["vars"]["lvs_realserver_settings"]
     assert settings["ipv6_sysctls"] == "{{ lvs_realserver_sysctl_now.stdout }}"
