@@ -8,6 +8,7 @@ against a real HTTP server on the loopback and read the client ports that server
 from __future__ import annotations
 
 import http.server
+import random
 import socket
 import sys
 import threading
@@ -51,42 +52,53 @@ def ephemeral_ports() -> range:
     return range(int(low), int(high) + 1)
 
 
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports in the probe's range that no socket holds now.
+
+    A run of this file a minute earlier leaves its client ports in TIME_WAIT, where a bind to them fails."""
+    for start in random.sample(range(vip_probe.SOURCE_PORTS.start, vip_probe.SOURCE_PORTS.stop - count), 200):
+        try:
+            for port in range(start, start + count):
+                with socket.socket() as probe:
+                    probe.bind(("", port))
+        except OSError:
+            continue
+        return start
+    raise AssertionError(f"no {count} free consecutive ports in {vip_probe.SOURCE_PORTS}")
+
+
 def test_count_uses_each_client_port_once_below_the_ephemeral_range_and_goes_on_next_time(server, tmp_path):
     url, seen = server
     state = tmp_path / "next-port"
-    state.write_text("25000")
+    start = free_ports(8)
+    state.write_text(str(start))
 
     first = vip_probe.count(url, 5, state)
     second = vip_probe.count(url, 3, state)
 
     assert first["ok"] == 5 and first["by_server"] == {"rs-test": 5}
-    assert seen == list(range(25000, 25008))
-    assert first["source_ports"] == [25000, 25004] and second["source_ports"] == [25005, 25007]
+    assert seen == list(range(start, start + 8))
+    assert first["source_ports"] == [start, start + 4] and second["source_ports"] == [start + 5, start + 7]
     assert not set(vip_probe.SOURCE_PORTS) & set(ephemeral_ports())
 
 
 def test_count_skips_a_port_another_socket_holds(server, tmp_path):
     url, seen = server
     state = tmp_path / "next-port"
-    holder = socket.socket()
-    try:
-        for held in range(26001, 26100, 3):  # a free port in the probe's range, with free neighbours
-            try:
-                holder.bind(("", held))
-                break
-            except OSError:
-                continue
-        state.write_text(str(held - 1))
+    held = free_ports(3) + 1
+    state.write_text(str(held - 1))
+    with socket.socket() as holder:
+        holder.bind(("", held))
         result = vip_probe.count(url, 2, state)
-    finally:
-        holder.close()
     assert result["ok"] == 2 and result["failed"] == 0
     assert seen == [held - 1, held + 1]
 
 
-def test_count_starts_the_range_again_after_its_end(server, tmp_path):
+def test_count_starts_the_range_again_after_its_end(server, tmp_path, monkeypatch):
     url, seen = server
     state = tmp_path / "next-port"
-    state.write_text(str(vip_probe.SOURCE_PORTS[-1]))
+    start = free_ports(4)
+    monkeypatch.setattr(vip_probe, "SOURCE_PORTS", range(start, start + 4))
+    state.write_text(str(start + 3))
     vip_probe.count(url, 2, state)
-    assert seen == [vip_probe.SOURCE_PORTS[-1], vip_probe.SOURCE_PORTS.start]
+    assert seen == [start + 3, start]

@@ -80,19 +80,24 @@ class _SourcePortHandler(urllib.request.HTTPHandler):
 
 
 def fetch(url: str, timeout_s: float = CONNECT_TIMEOUT_S,
-          source_port: int | None = None) -> tuple[str | None, str | None]:
-    """(name of the real server that answered, None) or (None, what went wrong)."""
-    opener = urllib.request.build_opener(_SourcePortHandler(source_port)) if source_port else None
+          source_port: int | None = None) -> tuple[str | None, str | None] | None:
+    """(name of the real server that answered, None) or (None, what went wrong); None when ``source_port`` is held
+    by another socket of this host (only a given port can be)."""
     try:
-        with (opener.open(url, timeout=timeout_s) if opener else urllib.request.urlopen(url, timeout=timeout_s)) \
-                as response:
-            return response.read().decode().strip(), None
+        return _answer(url, timeout_s, source_port), None
     except OSError as error:
+        # urllib wraps the socket's error in URLError, whose reason is the OSError itself.
+        cause = getattr(error, "reason", error)
+        if source_port and isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+            return None
         return None, f"{type(error).__name__}: {error}"
 
 
-def _port_in_use(error: str | None) -> bool:
-    return error is not None and (f"[Errno {errno.EADDRINUSE}]" in error)
+def _answer(url: str, timeout_s: float, source_port: int | None) -> str:
+    opener = urllib.request.build_opener(_SourcePortHandler(source_port)) if source_port else None
+    with (opener.open(url, timeout=timeout_s) if opener else urllib.request.urlopen(url, timeout=timeout_s)) \
+            as response:
+        return response.read().decode().strip()
 
 
 def next_source_ports(state: Path = NEXT_SOURCE_PORT_FILE):
@@ -114,9 +119,10 @@ def count(url: str, connections: int, state: Path = NEXT_SOURCE_PORT_FILE) -> di
     errors, used = [], []
     ports = next_source_ports(state)
     for _connection in range(connections):
-        server, error = fetch(url, COUNT_TIMEOUT_S, source_port=(port := next(ports)))
-        while _port_in_use(error):  # a port some other socket of this host holds: take the next one
-            server, error = fetch(url, COUNT_TIMEOUT_S, source_port=(port := next(ports)))
+        # A port some other socket of this host holds: take the next one.
+        while (answer := fetch(url, COUNT_TIMEOUT_S, port := next(ports))) is None:
+            pass
+        server, error = answer
         used.append(port)
         if server is None:
             errors.append(error)
