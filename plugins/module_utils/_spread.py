@@ -81,6 +81,20 @@ def expected_shares(weights: Iterable[float]) -> list[float | None]:
     return [weight / total for weight in weights]
 
 
+def fewest_to_judge(weights: Iterable[float], limit_fraction: float) -> int | None:
+    """The fewest units (connections, tokens) over which one unit more or less on any member with a weight moves its
+    deviation by no more than ``limit_fraction``: 1 / (limit x smallest expected share), rounded up.
+
+    Below it, even a scheduler that hands out every unit exactly by weight can miss the limit: with weights 3:1 and a
+    5 % limit, 15 connections split 12 / 3 at best or 11 / 4, 20 % and 7 % off. None when no weight is positive or
+    the limit is 0 (then no count is enough).
+    """
+    shares = [share for share in expected_shares(weights) if share]
+    if not shares or limit_fraction <= 0:
+        return None
+    return math.ceil(1.0 / (limit_fraction * min(shares)) - 1e-9)
+
+
 def deviations(values: Iterable[float], weights: Iterable[float] | None = None) -> list[float | None]:
     """(actual share - expected share) / expected share per member; None where the weight is 0 or nothing flowed.
 

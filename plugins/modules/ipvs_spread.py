@@ -74,6 +74,9 @@ options:
     description:
       - Seconds between the two readings a rate is computed from (C(conns_rate), and C(auto) for rate-graded
         schedulers). C(0) reads once; C(auto) then grades cumulative C(conns).
+      - C(auto) also grades cumulative C(conns), and says why, when the window holds too few new connections to see
+        the weights within I(threshold_percent) (fewer than 1 / (limit x smallest weighted share), so 80 for 3:1 at
+        5 %), for example the tail of a burst that ended just before the first reading.
     type: float
     default: 2.0
   threshold_percent:
@@ -114,7 +117,8 @@ options:
 notes:
   - The spread says little with few connections; send at least some hundred connections through a virtual service
     before trusting the verdict. Real servers with weight 0 are quiesced and left out of the verdict.
-  - On some kernels the counters shown by C(ipvsadm --stats) lag by a second or two; read again after a short pause.
+  - The kernel refreshes the counters C(ipvsadm --stats) shows every 2 seconds (its rate estimator), so they lag
+    the traffic by up to 2 seconds; a I(window_s) below 2 may see no refresh at all.
   - C(/proc/net/ip_vs) does not show scheduler flags, so with the C(proc) source an C(sh) or C(mh) service is warned
     about even when it hashes ports too (C(sh-port), C(mh-port)); the C(ipvsadm) source sees the flags.
 seealso:
@@ -471,7 +475,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
     service_key,
     totals,
 )
-from ansible_collections.hpc.balance.plugins.module_utils._spread import expected_shares, summarize
+from ansible_collections.hpc.balance.plugins.module_utils._spread import expected_shares, fewest_to_judge, summarize
 
 COUNTER_KEYS = ("conns", "in_packets", "out_packets", "in_bytes", "out_bytes")
 COUNTER_METRICS = ("conns", "conns_rate", "in_packets", "in_bytes")
@@ -643,6 +647,23 @@ def _findings(servers, stats, shares, total, metric, threshold_percent, balanced
     return findings
 
 
+def _window_too_thin(rates, weights, window_s, threshold_percent):
+    """Why the window's new connections cannot grade the split (None when they can).
+
+    An idle window says nothing. A thin one says too little: the kernel refreshes the counters ipvsadm shows every
+    2 s (ip_vs_est.c, estimation_timer), so a reading taken just after a burst can fold its last part into the window,
+    and with fewer connections than fewest_to_judge a split exactly by weight can still miss the limit.
+    """
+    new = round(sum(rate or 0 for rate, weight in zip(rates, weights, strict=True) if weight > 0) * window_s)
+    if not new:
+        return f"no new connection during the {window_s:g} s window"
+    fewest = fewest_to_judge(weights, threshold_percent / 100.0)
+    if fewest is not None and new < fewest:
+        return (f"{new} new connections during the {window_s:g} s window, fewer than the {fewest} it takes to see "
+                f"these weights within {threshold_percent:g} %")
+    return None
+
+
 def _report_service(service, options, warn):
     """Spread of one service against its weights, plus its verdict, pinning warning and findings."""
     metric = service_metric(service["scheduler"], options["metric"], options["has_counters"], options["window_s"])
@@ -651,16 +672,16 @@ def _report_service(service, options, warn):
     servers = service["real_servers"]
     loads = _loads(name, servers, metric, warn)
     graded = GRADED[metric].format(window=options["window_s"], scheduler=service["scheduler"])
-    if metric == "conns_rate" and options["metric"] == "auto" and not any(loads):
-        # An idle window says nothing; the counters since they were zeroed are the only load left, and the output
-        # says that this is what was graded.
-        metric = "conns"
-        loads = _loads(name, servers, metric, warn)
-        graded = (f"connections scheduled since the counters were zeroed (no new connection during the "
-                  f"{options['window_s']:g} s window, so the cumulative counters, which carry outages and earlier "
-                  f"weights)")
     # A missing weight (a server that appeared between the two ipvsadm reads) counts as 1.
     weights = [1 if server["weight"] is None or server["weight"] < 0 else server["weight"] for server in servers]
+    if metric == "conns_rate" and options["metric"] == "auto":
+        window_why = _window_too_thin(loads, weights, options["window_s"], threshold_percent)
+        if window_why:
+            # The counters since they were zeroed are the only load left to grade, and the output says so.
+            metric = "conns"
+            loads = _loads(name, servers, metric, warn)
+            graded = (f"connections scheduled since the counters were zeroed ({window_why}, so the cumulative "
+                      f"counters, which carry outages and earlier weights)")
     stats = summarize(loads, weights)
     shares = expected_shares(weights)
     total = stats["total"]  # load on the servers with weight > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import random
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._spread import (
     CV_GRADE_SEVERE,
     cv_grade,
     deviations,
+    fewest_to_judge,
     summarize,
 )
 
@@ -173,3 +175,47 @@ def test_cv_grade_bounds_are_the_packages_bounds():
 
 def test_max_over_mean_limit_is_the_packages_imbalance_bound():
     assert DEFAULT_MAX_OVER_MEAN_LIMIT == _package_metrics().IMBALANCE_MAX_OVER_MEAN
+
+
+def kernel_wrr_picks(weights, count):
+    """``count`` picks of IPVS's wrr scheduler, as net/netfilter/ipvs/ip_vs_wrr.c (ip_vs_wrr_schedule) makes them: the
+    current weight starts at the largest weight; each pick takes the next server in list order whose weight is at
+    least the current weight, and each pass over the list end lowers the current weight by the weights' gcd, back to
+    the largest weight below 1."""
+    largest, step = max(weights), math.gcd(*weights)
+    current, position, picks = largest, -1, []
+    while len(picks) < count:
+        position += 1
+        if position == len(weights):
+            position = 0
+            current -= step
+            if current <= 0:
+                current = largest
+        if weights[position] >= current:
+            picks.append(position)
+    return picks
+
+
+@pytest.mark.parametrize(("weights", "limit", "fewest"), [
+    ((3, 1), 0.05, 80), ((1, 1), 0.05, 40), ((1, 1), 0.15, 14), ((3, 0, 1), 0.05, 80), ((5, 3, 2), 0.10, 50),
+    ((0, 0), 0.05, None), ((3, 1), 0.0, None),
+])
+def test_fewest_to_judge_is_one_unit_per_limit_of_the_smallest_share(weights, limit, fewest):
+    assert fewest_to_judge(weights, limit) == fewest
+
+
+def test_windows_cut_from_the_kernels_wrr_picks_judge_right_only_from_fewest_to_judge_on():
+    # wrr 3:1 picks servers 0 0 0 1 (ip_vs_wrr.c); a window starts and ends anywhere in that cycle, as the counters'
+    # 2 s refresh (ip_vs_est.c) cuts it.
+    picks = kernel_wrr_picks([3, 1], 400)
+    assert picks[:8] == [0, 0, 0, 1, 0, 0, 0, 1]
+    fewest = fewest_to_judge([3, 1], 0.05)
+
+    def worst(start, length):
+        window = picks[start:start + length]
+        return max(abs(d) for d in deviations([window.count(0), window.count(1)], [3, 1]))
+
+    # From fewest on, every window of picks made exactly by weight is within the limit...
+    assert all(worst(start, length) <= 0.05 for start in range(4) for length in range(fewest, fewest + 8))
+    # ...and the 15 connections make demo's audit once caught miss it wherever the window starts.
+    assert all(worst(start, 15) > 0.05 for start in range(4))

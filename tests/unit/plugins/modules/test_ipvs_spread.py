@@ -287,6 +287,28 @@ def test_a_window_without_new_connections_grades_the_counters_and_says_so(run_mo
                                  "s window, so the cumulative counters, which carry outages and earlier weights)")
 
 
+def test_a_thin_window_after_a_burst_grades_the_counters_and_says_why(run_module, replay_readings):
+    # make demo's client sends 120 connections in under 2 s and the audit reads at once: the kernel folds the per-CPU
+    # counts into the counters ipvsadm shows every 2 s (ip_vs_est.c, estimation_timer), so the window caught the
+    # burst's last 15 connections, 12 / 3 of a 3:1 wrr cycle: 20 % off a 5 % limit although IPVS split it by weight.
+    replay_readings(WRR_LIST, [(78, 27), (90, 30)])
+    _failed, result = run_module(ipvs_spread, {"source": "ipvsadm", "threshold_percent": 5})
+    (service,) = result["services"]
+    assert (service["metric"], service["balanced"]) == ("conns", True)
+    assert [server["load"] for server in service["real_servers"]] == [90, 30]
+    assert service["graded"] == ("connections scheduled since the counters were zeroed (15 new connections during "
+                                 "the 2 s window, fewer than the 80 it takes to see these weights within 5 %, so the "
+                                 "cumulative counters, which carry outages and earlier weights)")
+
+
+def test_an_explicit_conns_rate_grades_even_a_thin_window(run_module, replay_readings):
+    replay_readings(WRR_LIST, [(78, 27), (90, 30)])
+    _failed, result = run_module(ipvs_spread, {"source": "ipvsadm", "metric": "conns_rate", "threshold_percent": 5})
+    (service,) = result["services"]
+    assert (service["metric"], service["balanced"]) == ("conns_rate", False)
+    assert service["findings"][-1] == "only 7.5 conns_rate over 2 real servers: too few to judge the spread"
+
+
 @pytest.mark.parametrize(("scheduler", "metric", "counters", "window_s"), [
     ("wlc", "conn_overhead", True, 2), ("lc", "conn_overhead", False, 2), ("sed", "active_conns", True, 2),
     ("wrr", "conns_rate", True, 2), ("wrr", "conns", True, 0), ("rr", "current_conns", False, 2),
