@@ -619,7 +619,7 @@ def _loads(name, servers, metric, warn):
     return loads
 
 
-def _findings(servers, stats, shares, total, metric, threshold_percent, balanced):
+def _findings(servers, stats, shares, total, metric, threshold_percent, balanced, window_s):
     """Plain-words observations about one service's spread."""
     findings = []
     for server in servers:
@@ -642,7 +642,12 @@ def _findings(servers, stats, shares, total, metric, threshold_percent, balanced
             f"asks for {100.0 * shares[worst]:.1f} % ({100.0 * stats['deviations'][worst]:+.1f} %, limit "
             f"{threshold_percent:g} %)"
         )
-    if total and stats["count"] and total < 10 * stats["count"] and metric != "conn_overhead":
+    if metric == "conns_rate" and total:
+        new = round(total * window_s)
+        if stats["count"] and new < 10 * stats["count"]:
+            findings.append(f"only {new} new connections during the {window_s:g} s window over {stats['count']} real "
+                            f"servers: too few to judge the spread")
+    elif total and stats["count"] and total < 10 * stats["count"] and metric != "conn_overhead":
         findings.append(f"only {total} {metric} over {stats['count']} real servers: too few to judge the spread")
     return findings
 
@@ -707,7 +712,8 @@ def _report_service(service, options, warn):
         "max_abs_deviation_percent": None if worst is None else round(100.0 * worst, 3),
         "spread": {key: stats[key] for key in SUMMARY_KEYS},
         "pinning_warning": warning,
-        "findings": _findings(servers, stats, shares, total, metric, threshold_percent, balanced),
+        "findings": _findings(servers, stats, shares, total, metric, threshold_percent, balanced,
+                              options["window_s"]),
         "real_servers": servers,
     })
     return report
