@@ -306,8 +306,8 @@ def test_an_explicit_conns_rate_grades_even_a_thin_window(run_module, replay_rea
     _failed, result = run_module(ipvs_spread, {"source": "ipvsadm", "metric": "conns_rate", "threshold_percent": 5})
     (service,) = result["services"]
     assert (service["metric"], service["balanced"]) == ("conns_rate", False)
-    assert service["findings"][-1] == ("only 15 new connections during the 2 s window over 2 real servers: too "
-                                      "few to judge the spread")
+    too_few = "only 15 new connections during the 2 s window over 2 real servers: too few to judge the spread"
+    assert service["findings"][-1] == too_few
 
 
 @pytest.mark.parametrize(("scheduler", "metric", "counters", "window_s"), [
