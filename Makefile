@@ -3,6 +3,7 @@
 #
 #   make demo            build the local lab, run playbooks/site.yml on it, print the audit, tear the lab down (KEEP=1 keeps it)
 #   make test            everything CI runs: lint, sanity, units, package tests, execution environment, molecule scenarios
+#   make check           the edit-test loop: lint, sanity, units, package tests, quick benchmarks (a few minutes)
 #
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -13,6 +14,10 @@ VENV := $(ROOT)/.venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 WORK := $(ROOT)/.work
+# lint and sanity run from a light environment of their own (requirements/tools.txt): no torch, no Debian package, no root.
+TOOLS_VENV := $(ROOT)/.venv-tools
+TOOLS_BIN := $(TOOLS_VENV)/bin
+TOOLS_COLLECTION_LINK := $(TOOLS_VENV)/collections/ansible_collections/hpc/balance
 # The checkout seen as an installed collection: <COLLECTIONS>/ansible_collections/hpc/balance -> $(ROOT)
 COLLECTIONS := $(VENV)/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/hpc/balance
@@ -31,7 +36,11 @@ APT_TESTED := $(ROOT)/requirements/apt-tested.txt
 APT_STAMP := $(WORK)/stamps/apt.$(shell cat $(APT_REQUIREMENTS) | md5sum | cut -c1-12)
 # Only the pip files: a new tested Debian version (apt-tested.txt) must not reinstall the virtualenv.
 VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(filter-out $(APT_REQUIREMENTS) $(APT_TESTED),$(wildcard $(ROOT)/requirements/*.txt)) $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
-GET_PIP := $(WORK)/home/.ansible/test/cache/get_pip_24_2.py
+TOOLS_STAMP := $(WORK)/stamps/tools.$(shell cat $(addprefix $(ROOT)/requirements/,controller.txt tools.txt constraints.txt) | md5sum | cut -c1-12)
+# ansible-test's pip bootstrap script, placed under the name the installed ansible-test asks for.
+GET_PIP_STAMP := $(WORK)/stamps/get-pip.$(shell cat $(ROOT)/tests/sanity/get_pip_offline.py | md5sum | cut -c1-12)
+# Each step's wall time, printed as a table at the end of make test and make check (tools/step_times.py).
+STEP_TIMES := python3 $(ROOT)/tools/step_times.py
 
 # The test folders and scenarios `make test` runs. A missing one fails the build: a renamed folder must not turn CI
 # green with fewer tests.
@@ -41,6 +50,9 @@ MOE_TEST_DIR := packages/moe_balance/tests
 TEST_WORKERS ?= 2
 PS1_PARSE_CHECK := tests/ps1/check_ps1_parse.py
 MOLECULE_SCENARIOS := default lab-uml lvs-netns lvs-uml gpu-moe
+# The steps of make test and make check, in order (molecule:NAME is one scenario).
+TEST_STEPS := setup test-folders lint sanity units moe-test bench-quick gpu-check ee $(addprefix molecule:,$(MOLECULE_SCENARIOS))
+CHECK_STEPS := test-folders lint sanity units moe-test bench-quick
 require = @for p in $(1); do [ -e "$(ROOT)/$$p" ] || { echo "make: $$p is missing; it is listed in the Makefile and \
 	make test must not run without it (update the Makefile if it moved)" >&2; exit 1; }; done
 
@@ -60,8 +72,13 @@ TOOL_ENV := \
 	ANSIBLE_SSH_CONTROL_PATH_DIR=$(WORK)/cp \
 	PIP_DISABLE_PIP_VERSION_CHECK=1 \
 	PYTHONDONTWRITEBYTECODE=1
+# The same, with the light tools first: what lint and sanity run with.
+LIGHT_ENV := $(TOOL_ENV) \
+	PATH=$(TOOLS_BIN):$$PATH \
+	ANSIBLE_COLLECTIONS_PATH=$(TOOLS_VENV)/collections
 
-.PHONY: help setup apt apt-record venv env lint sanity units moe-test ee molecule test-folders test gpu-check bench demo lab-up \
+.PHONY: help setup apt apt-record venv tools-venv env lint sanity units moe-test ee molecule test-folders test check gpu-check \
+	bench bench-quick demo lab-up \
 	lab-down lab-status lab-image clean
 
 help: ## list the targets
@@ -69,7 +86,7 @@ help: ## list the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(ROOT)/Makefile | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 
 ## ---------------------------------------------------------------- setup
-setup: apt venv ## Debian packages by name, then the pinned virtualenv in .venv/
+setup: apt venv tools-venv ## Debian packages by name, then the pinned virtualenvs in .venv/ and .venv-tools/
 
 apt: $(APT_STAMP) ## Debian packages of requirements/apt.txt; notes where they differ from requirements/apt-tested.txt
 
@@ -82,26 +99,35 @@ $(APT_STAMP):
 	@bash $(ROOT)/tools/apt_ensure.sh $(APT_REQUIREMENTS) $(APT_TESTED)
 	@touch $@
 
-venv: $(VENV_STAMP) $(COLLECTION_LINK) $(GET_PIP) ## the pinned Python packages in .venv/
+venv: $(VENV_STAMP) $(COLLECTION_LINK) ## the pinned Python packages in .venv/
 $(VENV_STAMP): $(APT_STAMP)
 	@mkdir -p $(dir $@)
 	@[ -x $(PY) ] || python3 -m venv $(VENV)
 	@echo "setup: installing pinned Python packages into .venv (requirements/dev.txt, requirements/moe.txt)" >&2
-	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/dev.txt >&2 2> >(grep -v "is ignored: it is neither" >&2)
-	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/moe.txt >&2 2> >(grep -v "is ignored: it is neither" >&2)
-	@$(TOOL_ENV) $(BIN)/pip install -q --no-deps --no-build-isolation -e $(ROOT)/packages/moe_balance >&2 2> >(grep -v "is ignored: it is neither" >&2)
+	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/dev.txt >&2
+	@$(TOOL_ENV) $(BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/moe.txt >&2
+	@$(TOOL_ENV) $(BIN)/pip install -q --no-deps --no-build-isolation -e $(ROOT)/packages/moe_balance >&2
 	@$(BIN)/pip check >/dev/null
 	@touch $@
 
-$(COLLECTION_LINK):
+$(COLLECTION_LINK) $(TOOLS_COLLECTION_LINK):
 	@mkdir -p $(dir $@)
 	@ln -sfn $(ROOT) $@
 
+tools-venv: $(TOOLS_STAMP) $(TOOLS_COLLECTION_LINK) $(GET_PIP_STAMP) ## the light environment of lint and sanity in .venv-tools/
+$(TOOLS_STAMP):
+	@mkdir -p $(dir $@)
+	@[ -x $(TOOLS_BIN)/python ] || python3 -m venv $(TOOLS_VENV)
+	@echo "setup: installing the lint and sanity tools into .venv-tools (requirements/tools.txt)" >&2
+	@$(TOOL_ENV) $(TOOLS_BIN)/pip install -q -c $(ROOT)/requirements/constraints.txt -r $(ROOT)/requirements/tools.txt >&2
+	@$(TOOLS_BIN)/pip check >/dev/null
+	@touch $@
+
 # ansible-test fetches a pip bootstrap script from a host that clusters and this lab cannot reach; this stand-in
 # installs the same pip release from the configured package index instead.
-$(GET_PIP): $(ROOT)/tests/sanity/get_pip_offline.py
-	@mkdir -p $(dir $@)
-	@cp $< $@
+$(GET_PIP_STAMP): $(TOOLS_STAMP)
+	@$(TOOL_ENV) $(TOOLS_BIN)/python $(ROOT)/tests/sanity/get_pip_offline.py --place $(WORK)/home/.ansible/test/cache
+	@touch $@
 
 env: venv ## print the exports that use this checkout's tools: eval "$(make -s env)"
 	@echo 'export PATH="$(BIN):$$PATH"'
@@ -110,22 +136,22 @@ env: venv ## print the exports that use this checkout's tools: eval "$(make -s e
 	@echo 'export ANSIBLE_CALLBACK_RESULT_FORMAT=yaml'
 
 ## ---------------------------------------------------------------- checks
-lint: venv ## ruff, ansible-lint (production profile), PowerShell parse check
+lint: tools-venv ## ruff, ansible-lint (production profile), PowerShell parse check
 	$(call require,$(PS1_PARSE_CHECK))
 	@echo "== ruff"
-	@$(TOOL_ENV) ruff check $(ROOT)
+	@$(LIGHT_ENV) ruff check $(ROOT)
 	@echo "== ansible-lint (production profile)"
-	@cd $(ROOT) && $(TOOL_ENV) ansible-lint --profile production --offline -q
+	@cd $(ROOT) && $(LIGHT_ENV) ansible-lint --profile production --offline -q
 	@echo "== PowerShell parse check (tree-sitter-powershell)"
-	@$(TOOL_ENV) $(PY) $(ROOT)/$(PS1_PARSE_CHECK) $(ROOT)
+	@$(LIGHT_ENV) $(TOOLS_BIN)/python $(ROOT)/$(PS1_PARSE_CHECK) $(ROOT)
 
-sanity: venv ## ansible-test sanity on a copy of the collection
+sanity: tools-venv ## ansible-test sanity on a copy of the collection
 	@rm -rf $(WORK)/sanity && mkdir -p $(WORK)/sanity/ansible_collections/hpc/balance
 	@cd $(ROOT) && git ls-files -co --exclude-standard -z | grep -zv '^packages/' \
-		| rsync -a --from0 --files-from=- ./ $(WORK)/sanity/ansible_collections/hpc/balance/
+		| tar --null -T - -cf - | tar -xf - -C $(WORK)/sanity/ansible_collections/hpc/balance
 	@# A git repository of its own, or ansible-test would list files from the enclosing checkout (where .work is ignored).
 	@cd $(WORK)/sanity/ansible_collections/hpc/balance && git init -q && git add -A
-	@cd $(WORK)/sanity/ansible_collections/hpc/balance && $(TOOL_ENV) ansible-test sanity --local --python 3.11 --color no
+	@cd $(WORK)/sanity/ansible_collections/hpc/balance && $(LIGHT_ENV) ansible-test sanity --local --python 3.11 --color no
 
 units: venv ## unit tests of plugins, roles, PowerShell, playbooks and the lab
 	$(call require,$(UNIT_TEST_DIRS))
@@ -158,7 +184,8 @@ molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one
 	@cd $(ROOT) && for s in $${SCENARIO:-$(MOLECULE_SCENARIOS)}; do \
 		echo "== molecule test -s $$s"; \
 		mkdir -p $(WORK)/logs; rm -rf $(ROOT)/.lab/$(PREFIX)m-consoles; \
-		if ! $(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log; then \
+		if ! $(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log \
+				| $(STEP_TIMES) phases $${STEP_TIMES:-$(WORK)/step-times-molecule.tsv} $$s; then \
 			echo "== molecule test -s $$s failed; its failed tasks (full log: .work/logs/molecule-$$s.log):"; \
 			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log; \
 			for c in $(ROOT)/.lab/$(PREFIX)m-consoles/*.log; do [ -f "$$c" ] || continue; \
@@ -180,12 +207,22 @@ gpu-check: venv ## the first-GPU check of moe_balance; a CPU dry run where there
 	@cd $(ROOT)/packages/moe_balance && $(TOOL_ENV) $(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS) --out $(GPU_CHECK_OUT)
 	@echo "gpu-check: results in $(GPU_CHECK_OUT)"
 
-test: test-folders lint sanity units moe-test gpu-check ee molecule ## everything CI runs
+test: ## everything CI runs; ends with a table of each step's wall time
+	@$(STEP_TIMES) make $(WORK)/step-times-test.tsv $(TEST_STEPS)
 	@echo "make test: all checks passed"
 
+check: ## the edit-test loop (lint, sanity, units, package tests, quick benchmarks); ends with the time table
+	@$(STEP_TIMES) make $(WORK)/step-times-check.tsv $(CHECK_STEPS)
+	@echo "make check: all checks passed"
+
+# The benchmarks: placement and router (package), ipvs_spread (plugins). gpu_check.py is a check, run by gpu-check.
+BENCHMARKS := packages/moe_balance/benchmarks/placement.py packages/moe_balance/benchmarks/router.py \
+	tests/perf/bench_ipvs_spread.py
 bench: venv ## placement, router and ipvs_spread benchmarks (ratios against the named references)
-	@cd $(ROOT)/packages/moe_balance && for b in benchmarks/*.py; do echo "== $$b"; $(TOOL_ENV) $(PY) $$b; done
-	@cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) tests/perf/bench_ipvs_spread.py
+	@for b in $(BENCHMARKS); do echo "== $$b"; cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) $$b; done
+
+bench-quick: venv ## every benchmark at its quick size, so none rots (make check runs it)
+	@for b in $(BENCHMARKS); do echo "== $$b --quick"; cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) $$b --quick; done
 
 ## ---------------------------------------------------------------- lab and demo
 lab-up: setup ## bring the local lab up (LAB=uml or netns); the last line printed is its inventory

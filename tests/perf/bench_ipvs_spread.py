@@ -4,6 +4,7 @@ reference) and the spread against the weights, as the module runs them.
 Run from the repository root with the collection on the import path:
 
     PYTHONPATH=<dir holding ansible_collections/hpc/balance> python tests/perf/bench_ipvs_spread.py [1000 5000 ...]
+    ... bench_ipvs_spread.py --quick     (one small table, one run: what `make check` runs so the script cannot rot)
 
 The tables are written in the exact layouts of the kernel and ipvsadm (tests/unit/.../ipvs_tables.py): one service,
 weights 1/2/3, counters in the 10^15 range. The regex references are in ipvs_reference.py beside it. Prints the best
@@ -12,6 +13,7 @@ of several runs per step, in milliseconds.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -29,11 +31,12 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (  # noqa
 from ansible_collections.hpc.balance.plugins.modules.ipvs_spread import _report_service  # noqa: E402
 
 REPEATS = 5
+THRESHOLD_PERCENT = 15.0
 
 
-def best_ms(function, *args):
+def best_ms(function, *args, repeats=REPEATS):
     best = float("inf")
-    for _i in range(REPEATS):
+    for _i in range(repeats):
         started = time.perf_counter()
         function(*args)
         best = min(best, time.perf_counter() - started)
@@ -41,8 +44,11 @@ def best_ms(function, *args):
 
 
 def spread(table, metric):
+    """Grade every service as the module does for one reading (no rate window)."""
+    options = {"metric": metric, "has_counters": metric != "current_conns", "window_s": 0.0,
+               "threshold_percent": THRESHOLD_PERCENT, "names": {}}
     for service in table["services"]:
-        _report_service(service, metric, 15.0, lambda message: None)
+        _report_service(service, options, lambda message: None)
 
 
 def merged(listing_text, stats_text):
@@ -61,25 +67,32 @@ def ipvsadm_end_to_end(listing_text, stats_text):
     spread(merged(listing_text, stats_text), "conns")
 
 
-def main(sizes):
+def main(sizes, repeats):
     print(f"{'real servers':>12} {'proc parse':>11} {'proc ref':>9} {'ipvsadm 2x+merge':>17} {'ipvsadm ref':>12} "
-          f"{'spread':>7} {'proc total':>11} {'ipvsadm total':>14}   (ms, best of {REPEATS})")
+          f"{'spread':>7} {'proc total':>11} {'ipvsadm total':>14}   (ms, best of {repeats})")
     for size in sizes:
         tables = [ipvs_tables.big_service(size)]
         proc_text = ipvs_tables.proc_ip_vs(tables)
         listing_text = ipvs_tables.ipvsadm_list(tables)
         stats_text = ipvs_tables.ipvsadm_stats(tables)
-        proc_ms = best_ms(parse_proc_ip_vs, proc_text)
-        proc_ref_ms = best_ms(reference_parse_proc_ip_vs, proc_text)
-        adm_ms = best_ms(merged, listing_text, stats_text)
-        adm_ref_ms = best_ms(reference_both, listing_text, stats_text)
+        proc_ms = best_ms(parse_proc_ip_vs, proc_text, repeats=repeats)
+        proc_ref_ms = best_ms(reference_parse_proc_ip_vs, proc_text, repeats=repeats)
+        adm_ms = best_ms(merged, listing_text, stats_text, repeats=repeats)
+        adm_ref_ms = best_ms(reference_both, listing_text, stats_text, repeats=repeats)
         table = merged(listing_text, stats_text)
-        spread_ms = best_ms(spread, table, "conns")
-        proc_total = best_ms(proc_end_to_end, proc_text)
-        adm_total = best_ms(ipvsadm_end_to_end, listing_text, stats_text)
+        spread_ms = best_ms(spread, table, "conns", repeats=repeats)
+        proc_total = best_ms(proc_end_to_end, proc_text, repeats=repeats)
+        adm_total = best_ms(ipvsadm_end_to_end, listing_text, stats_text, repeats=repeats)
         print(f"{size:>12} {proc_ms:>11.1f} {proc_ref_ms:>9.1f} {adm_ms:>17.1f} {adm_ref_ms:>12.1f} {spread_ms:>7.1f} "
               f"{proc_total:>11.1f} {adm_total:>14.1f}")
 
 
 if __name__ == "__main__":
-    main([int(argument) for argument in sys.argv[1:]] or [1000, 5000])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sizes", type=int, nargs="*", default=[1000, 5000], help="real servers per table")
+    parser.add_argument("--quick", action="store_true", help="one table of 200 real servers, one run (a smoke run)")
+    arguments = parser.parse_args()
+    if arguments.quick:
+        main([200], repeats=1)
+    else:
+        main(arguments.sizes, repeats=REPEATS)

@@ -16,7 +16,7 @@ from pathlib import Path
 import tree_sitter
 import tree_sitter_powershell
 
-SKIP_DIRS = {".git", ".venv", ".work", ".lab", "collections", "node_modules", "output", "__pycache__"}
+SKIP_DIRS = {".git", ".venv", ".venv-tools", ".work", ".lab", "collections", "node_modules", "output", "__pycache__"}
 SUFFIXES = (".ps1", ".psm1")
 
 

@@ -10,6 +10,7 @@ is reported with the ratio package / eager (below 1.0 means the package is faste
 
     python benchmarks/router.py                  # CPU, T=16384, E=256, k=8
     python benchmarks/router.py --tokens 4096    # smaller
+    python benchmarks/router.py --quick          # T=1024, E=64, 3 repeats: a smoke run (`make check`)
 On a machine with a GPU the same comparison also runs on CUDA, with the Triton kernel as the package's forward.
 """
 
@@ -129,7 +130,10 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--json", action="store_true", help="print one JSON object per device")
+    parser.add_argument("--quick", action="store_true", help="T=1024, E=64, 3 repeats (a smoke run)")
     args = parser.parse_args()
+    if args.quick:
+        args.tokens, args.experts, args.repeats = 1024, 64, 3
 
     runs = [(torch.device("cpu"), "torch")]
     if torch.cuda.is_available():

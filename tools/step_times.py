@@ -1,0 +1,105 @@
+"""Wall time of each step of `make test` and `make check`, printed as one table at the end, pass or fail.
+
+CI's limit is a budget: the table shows where it went (each make step, each molecule scenario and the phases inside
+it), so a slow step is seen in the run that made it slow. Standard library only: it runs before any virtualenv.
+
+    step_times.py make  TIMES_TSV STEP...        run `make STEP` for each STEP in turn (`molecule:NAME` runs
+                                                 `make molecule SCENARIO=NAME`); stop at the first failure; print
+                                                 the table either way; exit with the failed step's status
+    step_times.py phases TIMES_TSV SCENARIO      copy stdin to stdout and record each molecule phase's wall time
+    step_times.py table TIMES_TSV                print the table of what TIMES_TSV holds
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# molecule 26 announces each action of a scenario's test sequence as "INFO     [<scenario> > <action>] Executing".
+PHASE_LINE = re.compile(r"\[(?P<scenario>[\w.-]+) > (?P<phase>[\w-]+)\] Executing$")
+
+
+def _append(times_tsv: Path, kind: str, name: str, seconds: float, status: str) -> None:
+    times_tsv.parent.mkdir(parents=True, exist_ok=True)
+    with times_tsv.open("a", encoding="utf-8") as out:
+        out.write(f"{kind}\t{name}\t{seconds:.1f}\t{status}\n")
+
+
+def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
+    """Each step through make, timed; the first failure stops the run (as make's own prerequisites would)."""
+    times_tsv.unlink(missing_ok=True)
+    root = Path(__file__).resolve().parents[1]
+    status = 0
+    for step in steps:
+        target, _sep, scenario = step.partition(":")
+        command = ["make", "--no-print-directory", "-C", str(root), target]
+        if scenario:
+            command.append(f"SCENARIO={scenario}")
+        started = time.monotonic()
+        status = subprocess.call(command, env=dict(os.environ, STEP_TIMES=str(times_tsv)))
+        _append(times_tsv, "step", step, time.monotonic() - started, "ok" if status == 0 else f"failed ({status})")
+        if status != 0:
+            break
+    print_table(times_tsv)
+    return status
+
+
+def record_phases(times_tsv: Path, scenario: str) -> int:
+    """Pass molecule's output through; a phase lasts from its announcement to the next one (or the end)."""
+    current, started = None, time.monotonic()
+    for line in sys.stdin:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        match = PHASE_LINE.search(line)
+        if match and match["scenario"] == scenario:
+            now = time.monotonic()
+            if current is not None:
+                _append(times_tsv, "phase", f"{scenario}:{current}", now - started, "")
+            current, started = match["phase"], now
+    if current is not None:
+        _append(times_tsv, "phase", f"{scenario}:{current}", time.monotonic() - started, "")
+    return 0
+
+
+def print_table(times_tsv: Path) -> None:
+    rows = [line.split("\t") for line in times_tsv.read_text(encoding="utf-8").splitlines()] if times_tsv.exists() \
+        else []
+    phases: dict[str, list[tuple[str, float]]] = {}
+    for kind, name, seconds, _status in rows:
+        if kind == "phase":
+            scenario, _sep, phase = name.partition(":")
+            phases.setdefault(scenario, []).append((phase, float(seconds)))
+    total = 0.0
+    print(f"\n{'step':<34}{'wall':>10}  status")
+    for kind, name, seconds, status in rows:
+        if kind != "step":
+            continue
+        total += float(seconds)
+        print(f"{name:<34}{_minutes(float(seconds)):>10}  {status}")
+        for phase, phase_seconds in phases.get(name.partition(":")[2], []):
+            print(f"    {phase:<30}{_minutes(phase_seconds):>10}")
+    print(f"{'total':<34}{_minutes(total):>10}")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "make":
+        return run_make_steps(Path(argv[1]), argv[2:])
+    if len(argv) == 3 and argv[0] == "phases":
+        return record_phases(Path(argv[1]), argv[2])
+    if len(argv) == 2 and argv[0] == "table":
+        print_table(Path(argv[1]))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
