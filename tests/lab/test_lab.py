@@ -1,4 +1,4 @@
-"""Tests of the lab's pure parts and process handling; the molecule scenarios default and lab-uml boot the real thing.
+"""Tests of the lab's pure parts and process handling; the molecule scenarios default and lvs-uml boot the real thing.
 
 Run: python3 -m pytest -q -p no:cacheprovider tests/lab
 """

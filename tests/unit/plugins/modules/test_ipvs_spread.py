@@ -208,7 +208,7 @@ def test_real_ipvsadm_without_ipvs_fails_in_plain_words(run_module):
 
 
 # ------------------------------------------------------------------------------------ issue 18, defect 12
-# `ipvsadm -Ln --exact` / `ipvsadm -Ln --stats --exact` as ipvsadm 1.31 prints them (the lab-uml guests' capture
+# `ipvsadm -Ln --exact` / `ipvsadm -Ln --stats --exact` as ipvsadm 1.31 prints them (the lab's UML guests' capture
 # shape, same columns as the dr fixtures): a wlc pool weighted 3:1 that was correct all along. Its cumulative Conns
 # are 1:1 because urs2 (weight 1) took everything while urs1 was down earlier; what wlc balances now - 256 x active +
 # inactive per weight - is 3:1.
