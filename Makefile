@@ -193,7 +193,7 @@ molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one
 		echo "== molecule test -s $$s"; \
 		mkdir -p $(WORK)/logs; rm -rf $(ROOT)/.lab/$(PREFIX)m-consoles; \
 		if ! $(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log \
-				| $(STEP_TIMES) phases $${STEP_TIMES:-$(WORK)/step-times-molecule.tsv} $$s; then \
+				| $(STEP_TIMES) phases $${STEP_TIMES_TSV:-$(WORK)/step-times-molecule.tsv} $$s; then \
 			echo "== molecule test -s $$s failed; its failed tasks (full log: .work/logs/molecule-$$s.log):"; \
 			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log; \
 			for c in $(ROOT)/.lab/$(PREFIX)m-consoles/*.log; do [ -f "$$c" ] || continue; \

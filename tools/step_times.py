@@ -40,7 +40,7 @@ def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
         if scenario:
             command.append(f"SCENARIO={scenario}")
         started = time.monotonic()
-        status = subprocess.call(command, env=dict(os.environ, STEP_TIMES=str(times_tsv)))
+        status = subprocess.call(command, env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv)))
         _append(times_tsv, "step", step, time.monotonic() - started, "ok" if status == 0 else f"failed ({status})")
         if status != 0:
             break

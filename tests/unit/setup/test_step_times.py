@@ -1,0 +1,53 @@
+"""tools/step_times.py: the step table of make test and make check, and molecule's phases inside it.
+
+The phase lines are molecule 26's own ("INFO     [default > converge] Executing", as in .work/logs/molecule-*.log).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+TOOL = ROOT / "tools" / "step_times.py"
+
+MOLECULE_OUTPUT = """INFO     [default > destroy] Executing
+PLAY [Tear the lab down] ****
+INFO     [default > destroy] Executed: Successful
+INFO     [default > create] Executing
+INFO     [other > verify] Executing
+INFO     [default > converge] Executing
+"""
+
+
+def test_phases_passes_the_output_through_and_records_each_phase_of_its_scenario(tmp_path):
+    times = tmp_path / "times.tsv"
+    result = subprocess.run([sys.executable, str(TOOL), "phases", str(times), "default"], input=MOLECULE_OUTPUT,
+                            capture_output=True, text=True, check=True)
+    assert result.stdout == MOLECULE_OUTPUT
+    assert [line.split("\t")[1] for line in times.read_text().splitlines()] == [
+        "default:destroy", "default:create", "default:converge"]
+
+
+def test_the_table_lists_steps_with_their_phases_and_the_total(tmp_path):
+    times = tmp_path / "times.tsv"
+    times.write_text("phase\tlvs-uml:converge\t61.0\t\n"
+                     "step\tlint\t30.5\tok\n"
+                     "step\tmolecule:lvs-uml\t90.0\tfailed (2)\n")
+    table = subprocess.run([sys.executable, str(TOOL), "table", str(times)], capture_output=True, text=True,
+                           check=True).stdout
+    assert re.search(r"^lint +0:30\.5  ok$", table, re.M)
+    assert re.search(r"^molecule:lvs-uml +1:30\.0  failed \(2\)$", table, re.M)
+    assert re.search(r"^    converge +1:01\.0$", table, re.M)
+    assert re.search(r"^total +2:00\.5$", table, re.M)
+
+
+def test_the_makefile_reads_the_times_file_from_the_variable_the_tool_sets():
+    # make exports a variable that came from the environment with the Makefile's own value: the tool's variable must
+    # not share a name with a Makefile variable, or the molecule recipe reads the Makefile's.
+    tool_variable = re.search(r"env=dict\(os\.environ, (\w+)=", TOOL.read_text())[1]
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"$${{{tool_variable}:-" in makefile
+    assert not re.search(rf"^{tool_variable} *[:?]?=", makefile, re.M)
