@@ -14,7 +14,9 @@ VENV := $(ROOT)/.venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 WORK := $(ROOT)/.work
-# lint and sanity run from a light environment of their own (requirements/tools.txt): no torch, no Debian package, no root.
+# lint and sanity need no torch, no Debian package and no root: on a checkout without the full environment they build
+# and use a light one of their own (requirements/tools.txt, a part of dev.txt); where `make setup` built the full one
+# (make test does first), they use that instead of installing the same tools twice.
 TOOLS_VENV := $(ROOT)/.venv-tools
 TOOLS_BIN := $(TOOLS_VENV)/bin
 TOOLS_COLLECTION_LINK := $(TOOLS_VENV)/collections/ansible_collections/hpc/balance
@@ -81,9 +83,12 @@ TOOL_ENV = \
 	PYTHONDONTWRITEBYTECODE=1 \
 	$(MITOGEN_ENV)
 # The same, with the light tools first: what lint and sanity run with.
+LINT_VENV := $(if $(wildcard $(VENV_STAMP)),$(VENV),$(TOOLS_VENV))
+LINT_BIN := $(LINT_VENV)/bin
+LINT_VENV_TARGET := $(if $(wildcard $(VENV_STAMP)),venv,tools-venv)
 LIGHT_ENV = $(TOOL_ENV) \
-	PATH=$(TOOLS_BIN):$$PATH \
-	ANSIBLE_COLLECTIONS_PATH=$(TOOLS_VENV)/collections
+	PATH=$(LINT_BIN):$$PATH \
+	ANSIBLE_COLLECTIONS_PATH=$(LINT_VENV)/collections
 
 .PHONY: help setup apt apt-record venv tools-venv env lint sanity units moe-test ee molecule test-folders test check gpu-check \
 	bench bench-quick demo lab-up \
@@ -94,7 +99,7 @@ help: ## list the targets
 	@grep -E '^[a-z][a-z-]*:.*## ' $(ROOT)/Makefile | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 
 ## ---------------------------------------------------------------- setup
-setup: apt venv tools-venv ## Debian packages by name, then the pinned virtualenvs in .venv/ and .venv-tools/
+setup: apt venv ## Debian packages by name, then the pinned virtualenv in .venv/
 
 apt: $(APT_STAMP) ## Debian packages of requirements/apt.txt; notes where they differ from requirements/apt-tested.txt
 
@@ -122,7 +127,7 @@ $(COLLECTION_LINK) $(TOOLS_COLLECTION_LINK):
 	@mkdir -p $(dir $@)
 	@ln -sfn $(ROOT) $@
 
-tools-venv: $(TOOLS_STAMP) $(TOOLS_COLLECTION_LINK) $(GET_PIP_STAMP) ## the light environment of lint and sanity in .venv-tools/
+tools-venv: $(TOOLS_STAMP) $(TOOLS_COLLECTION_LINK) ## the light environment of lint and sanity in .venv-tools/
 $(TOOLS_STAMP):
 	@mkdir -p $(dir $@)
 	@[ -x $(TOOLS_BIN)/python ] || python3 -m venv $(TOOLS_VENV)
@@ -133,8 +138,8 @@ $(TOOLS_STAMP):
 
 # ansible-test fetches a pip bootstrap script from a host that clusters and this lab cannot reach; this stand-in
 # installs the same pip release from the configured package index instead.
-$(GET_PIP_STAMP): $(TOOLS_STAMP)
-	@$(TOOL_ENV) $(TOOLS_BIN)/python $(ROOT)/tests/sanity/get_pip_offline.py --place $(WORK)/home/.ansible/test/cache
+$(GET_PIP_STAMP): | $(LINT_VENV_TARGET)
+	@$(TOOL_ENV) $(LINT_BIN)/python $(ROOT)/tests/sanity/get_pip_offline.py --place $(WORK)/home/.ansible/test/cache
 	@touch $@
 
 env: venv ## print the exports that use this checkout's tools: eval "$(make -s env)"
@@ -144,16 +149,16 @@ env: venv ## print the exports that use this checkout's tools: eval "$(make -s e
 	@echo 'export ANSIBLE_CALLBACK_RESULT_FORMAT=yaml'
 
 ## ---------------------------------------------------------------- checks
-lint: tools-venv ## ruff, ansible-lint (production profile), PowerShell parse check
+lint: $(LINT_VENV_TARGET) ## ruff, ansible-lint (production profile), PowerShell parse check
 	$(call require,$(PS1_PARSE_CHECK))
 	@echo "== ruff"
 	@$(LIGHT_ENV) ruff check $(ROOT)
 	@echo "== ansible-lint (production profile)"
 	@cd $(ROOT) && $(LIGHT_ENV) ansible-lint --profile production --offline -q
 	@echo "== PowerShell parse check (tree-sitter-powershell)"
-	@$(LIGHT_ENV) $(TOOLS_BIN)/python $(ROOT)/$(PS1_PARSE_CHECK) $(ROOT)
+	@$(LIGHT_ENV) $(LINT_BIN)/python $(ROOT)/$(PS1_PARSE_CHECK) $(ROOT)
 
-sanity: tools-venv ## ansible-test sanity on a copy of the collection
+sanity: $(LINT_VENV_TARGET) $(GET_PIP_STAMP) ## ansible-test sanity on a copy of the collection
 	@rm -rf $(WORK)/sanity && mkdir -p $(WORK)/sanity/ansible_collections/hpc/balance
 	@cd $(ROOT) && git ls-files -co --exclude-standard -z | grep -zv '^packages/' \
 		| tar --null -T - -cf - | tar -xf - -C $(WORK)/sanity/ansible_collections/hpc/balance
