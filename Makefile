@@ -39,8 +39,9 @@ APT_STAMP := $(WORK)/stamps/apt.$(shell cat $(APT_REQUIREMENTS) | md5sum | cut -
 # Only the pip files: a new tested Debian version (apt-tested.txt) must not reinstall the virtualenv.
 VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(filter-out $(APT_REQUIREMENTS) $(APT_TESTED),$(wildcard $(ROOT)/requirements/*.txt)) $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 TOOLS_STAMP := $(WORK)/stamps/tools.$(shell cat $(addprefix $(ROOT)/requirements/,controller.txt tools.txt constraints.txt) | md5sum | cut -c1-12)
-# ansible-test's pip bootstrap script, placed under the name the installed ansible-test asks for.
-GET_PIP_STAMP := $(WORK)/stamps/get-pip.$(shell cat $(ROOT)/tests/sanity/get_pip_offline.py | md5sum | cut -c1-12)
+# ansible-test's pip bootstrap script, placed under the name the installed ansible-test asks for: placed again when
+# the script or the ansible-core pin (controller.txt, which brings ansible-test and its pip pin) changes.
+GET_PIP_STAMP := $(WORK)/stamps/get-pip.$(shell cat $(ROOT)/tests/sanity/get_pip_offline.py $(ROOT)/requirements/controller.txt | md5sum | cut -c1-12)
 # Each step's wall time, printed as a table at the end of make test and make check (tools/step_times.py).
 STEP_TIMES := python3 $(ROOT)/tools/step_times.py
 
@@ -82,7 +83,7 @@ TOOL_ENV = \
 	PIP_DISABLE_PIP_VERSION_CHECK=1 \
 	PYTHONDONTWRITEBYTECODE=1 \
 	$(MITOGEN_ENV)
-# The same, with the light tools first: what lint and sanity run with.
+# What lint and sanity run with: the same, with their environment's tools first (see TOOLS_VENV).
 LINT_VENV := $(if $(wildcard $(VENV_STAMP)),$(VENV),$(TOOLS_VENV))
 LINT_BIN := $(LINT_VENV)/bin
 LINT_VENV_TARGET := $(if $(wildcard $(VENV_STAMP)),venv,tools-venv)
@@ -198,7 +199,7 @@ molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one
 		echo "== molecule test -s $$s"; \
 		mkdir -p $(WORK)/logs; rm -rf $(ROOT)/.lab/$(PREFIX)m-consoles; \
 		if ! $(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log \
-				| $(STEP_TIMES) phases $${STEP_TIMES_TSV:-$(WORK)/step-times-molecule.tsv} $$s; then \
+				| $(STEP_TIMES) phases $${STEP_TIMES_TSV:-/dev/null} $$s; then \
 			echo "== molecule test -s $$s failed; its failed tasks (full log: .work/logs/molecule-$$s.log):"; \
 			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log; \
 			for c in $(ROOT)/.lab/$(PREFIX)m-consoles/*.log; do [ -f "$$c" ] || continue; \
@@ -231,11 +232,11 @@ check: ## the edit-test loop (lint, sanity, units, package tests, quick benchmar
 # The benchmarks: placement and router (package), ipvs_spread (plugins). gpu_check.py is a check, run by gpu-check.
 BENCHMARKS := packages/moe_balance/benchmarks/placement.py packages/moe_balance/benchmarks/router.py \
 	tests/perf/bench_ipvs_spread.py
-bench: venv ## placement, router and ipvs_spread benchmarks (ratios against the named references)
-	@for b in $(BENCHMARKS); do echo "== $$b"; cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) $$b; done
-
-bench-quick: venv ## every benchmark at its quick size, so none rots (make check runs it)
-	@for b in $(BENCHMARKS); do echo "== $$b --quick"; cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) $$b --quick; done
+bench: ## placement, router and ipvs_spread benchmarks (ratios against the named references)
+bench-quick: BENCH_ARGS := --quick
+bench-quick: ## every benchmark at its quick size, so none rots (make check and make test run it)
+bench bench-quick: venv
+	@for b in $(BENCHMARKS); do echo "== $$b $(BENCH_ARGS)"; cd $(ROOT) && $(TOOL_ENV) PYTHONPATH=$(COLLECTIONS) $(PY) $$b $(BENCH_ARGS); done
 
 ## ---------------------------------------------------------------- lab and demo
 lab-up: setup ## bring the local lab up (LAB=uml or netns); the last line printed is its inventory
