@@ -143,11 +143,13 @@ $(GET_PIP_STAMP): | $(LINT_VENV_TARGET)
 	@$(TOOL_ENV) $(LINT_BIN)/python $(ROOT)/tests/sanity/get_pip_offline.py --place $(WORK)/home/.ansible/test/cache
 	@touch $@
 
-env: venv ## print the exports that use this checkout's tools: eval "$(make -s env)"
+env: venv ## print the exports that use this checkout's tools: eval "$(make -s env)" (MITOGEN=1 adds mitogen's)
 	@echo 'export PATH="$(BIN):$$PATH"'
 	@echo 'export ANSIBLE_COLLECTIONS_PATH="$(COLLECTIONS)"'
 	@echo 'export ANSIBLE_ROLES_PATH="$(ROOT)/roles"'
 	@echo 'export ANSIBLE_CALLBACK_RESULT_FORMAT=yaml'
+	@$(if $(filter 1,$(MITOGEN)),echo 'export ANSIBLE_STRATEGY_PLUGINS="$(MITOGEN_STRATEGY_DIR)" \
+		ANSIBLE_STRATEGY=mitogen_linear ANSIBLE_HOST_KEY_CHECKING=False',true)
 
 ## ---------------------------------------------------------------- checks
 lint: $(LINT_VENV_TARGET) ## ruff, ansible-lint (production profile), PowerShell parse check

@@ -38,17 +38,22 @@ def test_the_port_check_waits_on_the_address_keepalived_checks_and_says_so():  #
 
 
 def test_a_reload_that_an_earlier_run_left_pending_is_notified_again():  # 4
+    # The preflight reads the marker with the rest of the host's state, before any change.
+    read = by_name(tasks("lvs_director", "tasks/preflight.yml"),
+                   "Read in one step what this director's checks and changes decide from")
+    assert read["register"] == "lvs_director_host_reads"
+    assert "'reload_marker': ['test', '-e', lvs_director_reload_marker_path]" in " ".join(
+        load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_read_commands"].split())
     config = tasks("lvs_director", "tasks/config.yml")
-    marker = by_name(config, "Look for a reload an earlier run left pending")
-    assert marker["ansible.builtin.stat"]["path"] == "{{ lvs_director_reload_marker_path }}"
     write = by_name(config, "Write keepalived.conf (checked with keepalived -t first; a broken file never replaces the "
                             "live one)")
     assert write["notify"] == "Reload keepalived"
-    assert write["changed_when"] == ("lvs_director_config.changed or (lvs_director_reload_marker.stat.exists and "
-                                     "lvs_director_pids_before.rc == 0)")
+    assert write["changed_when"] == ("lvs_director_config.changed or (lvs_director_host_reads.reads.reload_marker.rc"
+                                     " == 0 and lvs_director_was_running)")
     mark = by_name(config, "Mark the reload as pending until a handler has run it")
-    assert mark["when"] == "lvs_director_config is changed and lvs_director_pids_before.rc == 0"
-    assert config.index(marker) < config.index(write) < config.index(mark)
+    assert mark["when"] == "lvs_director_config is changed and lvs_director_was_running"
+    # Right after keepalived.conf, before the other files: a later failure leaves the reload due.
+    assert config.index(mark) == config.index(write) + 1
     forget = by_name(tasks("lvs_director", "handlers/main.yml"), "Forget the pending reload")
     assert forget["listen"] == ["Reload keepalived", "Restart keepalived"]
     assert forget["ansible.builtin.file"] == {"path": "{{ lvs_director_reload_marker_path }}", "state": "absent"}
@@ -117,11 +122,16 @@ def test_check_mode_reports_a_vip_missing_on_lo_as_changed_without_adding_it():
 
 
 def test_the_lo_plan_comes_from_the_preflights_read_of_every_address():
-    """lo is read once, by the preflight (with check_mode false, so check mode plans from the live state too)."""
-    read = by_name(tasks("lvs_realserver", "tasks/preflight.yml"),
-                   "Read every address of this host (a VIP on another interface than lo is a mistake)")
-    assert read["ansible.builtin.command"]["argv"] == ["ip", "-j", "addr", "show"]
-    assert read["check_mode"] is False
+    """lo is read once, by the preflight's one read (hpc.balance.read_commands runs in check mode too, so check mode
+    plans from the live state)."""
+    preflight = tasks("lvs_realserver", "tasks/preflight.yml")
+    read = by_name(preflight, "Read in one step what this real server's checks and changes decide from")
+    assert read["hpc.balance.read_commands"]["commands"] == "{{ lvs_realserver_read_commands }}"
+    role_vars = load_yaml(ROLES / "lvs_realserver" / "vars" / "main.yml")
+    assert role_vars["lvs_realserver_read_commands"]["addresses"] == ["ip", "-j", "addr", "show"]
+    keep = by_name(preflight, "Keep the addresses and the kernel settings as read")
+    assert keep["ansible.builtin.set_fact"]["lvs_realserver_all_addresses"] == (
+        "{{ lvs_realserver_host_reads.reads.addresses }}")
     plan = by_name(tasks("lvs_realserver", "tasks/vips.yml"),
                    "Work out which VIPs lo lacks and which it holds that are no longer listed")
     assert "lvs_realserver_all_addresses.stdout | from_json | selectattr('ifname', 'equalto', 'lo')" in (
@@ -192,12 +202,12 @@ def test_loose_rp_filter_given_as_text_reads_as_the_boolean_it_spells(value, rp_
 
 def test_the_preflight_passes_the_booleans_and_the_ipv6_switches_to_the_checks():
     preflight = tasks("lvs_realserver", "tasks/preflight.yml")
-    read = by_name(preflight, "Read whether IPv6 is on for lo (a v6 VIP needs it) and the current ARP settings")
-    assert read["ansible.builtin.command"]["argv"] == (
-        "{{ ['sysctl', '-e'] + lvs_realserver_ipv6_switch_keys + lvs_realserver_sysctls.keys() | list }}")
-    assert read["register"] == "lvs_realserver_sysctl_now"
-    assert read["check_mode"] is False
     role_vars = load_yaml(ROLES / "lvs_realserver" / "vars" / "main.yml")
+    assert role_vars["lvs_realserver_read_commands"]["sysctls"] == (
+        "{{ ['sysctl', '-e'] + lvs_realserver_ipv6_switch_keys + lvs_realserver_sysctls.keys() | list }}")
+    keep = by_name(preflight, "Keep the addresses and the kernel settings as read")
+    assert keep["ansible.builtin.set_fact"]["lvs_realserver_sysctl_now"] == (
+        "{{ lvs_realserver_host_reads.reads.sysctls }}")
     assert role_vars["lvs_realserver_ipv6_switch_keys"] == [
         "net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6"]
     # The role reads the keys the filter judges: the two lists are one list, written twice (YAML for the task's
