@@ -224,11 +224,54 @@ def lvs_realserver_vip_plan(ip_json: Any, wanted: list[str], label: str) -> dict
     }
 
 
+def _listeners(ss_lines: list[str]) -> set[tuple[Any, int]]:
+    """(address or "*", port) of each listening TCP socket in ``ss -Hltn`` lines; a wildcard socket is "*" for its
+    family as ("*4", port) or ("*6", port), and ss's own "*" (any family) as ("*", port)."""
+    found = set()
+    for line in ss_lines:
+        fields = str(line).split()
+        if len(fields) < 4 or ":" not in fields[3]:
+            continue
+        host, port = fields[3].rsplit(":", 1)
+        host = host.split("%")[0]  # fe80::1%eth0
+        if not port.isdigit():
+            continue
+        if host == "*":
+            found.add(("*", int(port)))
+        elif host in ("0.0.0.0", "[::]"):
+            found.add(("*4" if host == "0.0.0.0" else "*6", int(port)))
+        elif (address := parse_address(host)) is not None:
+            found.add((address, int(port)))
+    return found
+
+
+def lvs_realserver_ports_to_wait(pairs: list[Any], ss_lines: list[str]) -> list[list[Any]]:
+    """The (address, port) pairs no listening socket in ``ss -Hltn`` certainly accepts: the role waits on these only.
+
+    pairs    -- [address or CIDR, port] pairs (the VIPs and the host's own address, times the check ports)
+    ss_lines -- the lines ``ss -Hltn`` printed (columns State Recv-Q Send-Q Local:Port Peer:Port)
+
+    A pair is taken as accepted when a socket listens on its own address or on the wildcard of its family (0.0.0.0
+    for IPv4, [::] for IPv6, or ss's "*"). A [::] socket may or may not take IPv4 (net.ipv6.bindv6only, IPV6_V6ONLY):
+    an IPv4 pair behind it is still waited on. Anything unreadable is waited on too.
+    """
+    listening = _listeners(ss_lines or [])
+    waits = []
+    for pair in pairs:
+        address, port = _address(pair[0]), _as_int(pair[1])
+        wildcard = "*4" if address is not None and address.version == 4 else "*6"
+        accepted = {(address, port), (wildcard, port), ("*", port)}
+        if address is None or not isinstance(port, int) or not listening & accepted:
+            waits.append(list(pair))
+    return waits
+
+
 class FilterModule:
     """Filters of the lvs_realserver role."""
 
     def filters(self) -> dict[str, Any]:
         return {
+            "lvs_realserver_ports_to_wait": lvs_realserver_ports_to_wait,
             "lvs_realserver_problems": lvs_realserver_problems,
             "lvs_realserver_vip_cidrs": lvs_realserver_vip_cidrs,
             "lvs_realserver_vip_plan": lvs_realserver_vip_plan,

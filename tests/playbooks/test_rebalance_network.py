@@ -77,7 +77,7 @@ def test_a_given_capacity_within_the_hysteresis_changes_nothing(tmp_path):
     # 520:480 (shares 52.0/48.0) gives weights 9:8, the smallest within 1 point: shares 52.9/47.1 against 50/50 now.
     assert results(run, "Say what the plan does")[0]["msg"] == (
         "network: the shares would move by 2.9 points at most (not more than 5): kept")
-    assert results(run, "Apply the weights through the lvs_director role")[0].get("skipped") is True
+    assert results(run, "Apply the weights through the lvs_director role (config and reload)")[0].get("skipped") is True
 
 
 def test_an_unknown_capacity_source_is_refused_before_anything_runs(tmp_path):

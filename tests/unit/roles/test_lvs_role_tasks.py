@@ -25,9 +25,11 @@ def by_name(entries, name):
 
 def test_the_port_check_waits_on_the_address_keepalived_checks_and_says_so():  # 11
     task = load_yaml(ROLES / "lvs_realserver" / "tasks" / "check_ports.yml")[0]
-    assert task["loop"] == (
-        "{{ (lvs_realserver_vip_cidrs + [lvs_realserver_own_address]) | product(lvs_realserver_check_ports) | list }}"
-    )
+    # Every VIP and the own address, times the ports, less the pairs a socket listened on when the preflight read.
+    assert " ".join(task["loop"].split()) == (
+        "{{ (lvs_realserver_vip_cidrs + [lvs_realserver_own_address]) | product(lvs_realserver_check_ports) | list "
+        "| hpc.balance.lvs_realserver_ports_to_wait(lvs_realserver_host_reads.reads.listening.stdout_lines "
+        "if lvs_realserver_host_reads.reads.listening.rc == 0 else []) }}")
     message = " ".join(task["ansible.builtin.wait_for"]["msg"].split())
     assert "or the VIP" not in message
     assert message.endswith(
@@ -217,3 +219,14 @@ def test_the_preflight_passes_the_booleans_and_the_ipv6_switches_to_the_checks()
     settings = find["vars"]["lvs_realserver_settings"]
     assert settings["ipv6_sysctls"] == "{{ lvs_realserver_sysctl_now.stdout }}"
     assert settings["loose_rp_filter"] == "{{ lvs_realserver_loose_rp_filter }}"
+
+
+def test_the_writing_steps_the_preflight_scenario_watches_are_tasks_of_the_roles():
+    """lvs-netns's verify_preflight.yml fails a bad run that reached any of these steps: a name that no task has would
+    make that check pass whatever ran."""
+    verify = load_yaml(ROLES.parent / "extensions" / "molecule" / "lvs-netns" / "verify_preflight.yml")
+    (check,) = [task for play in verify for task in play.get("tasks", [])
+                if "lvs_verify_writing_tasks" in task.get("vars", {})]
+    names = {task["name"] for role in ("lvs_director", "lvs_realserver")
+             for path in (ROLES / role / "tasks").glob("*.yml") for task in load_yaml(path) or []}
+    assert set(check["vars"]["lvs_verify_writing_tasks"]) <= names
