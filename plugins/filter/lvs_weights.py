@@ -9,6 +9,11 @@ The weights are the smallest whole numbers that give every server its share with
 steps its current weight down from the largest weight by the weights' gcd, so 100:19 sends 81 connections in a row to
 the first server in each cycle of 119, while 5:1 (the same shares within 0.7 points) mixes them in a cycle of 6: any
 window of a few hundred connections then shows the shares the weights ask for, and an audit grades it so.
+
+Not every scheduler splits by weight (module_utils/_ipvs_grading.py says which and why): rr, lc and dh only ask
+whether a weight is above 0, fo and ovf use the weights as an order. New weights give such a service no new shares,
+so the plan names it in ``skipped`` instead of claiming shares for it, keeps the weights when no service splits by
+weight, and refuses to reorder an fo or ovf service by moving the weights of its real servers.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.hpc.balance.plugins.module_utils._addresses import address_spelling
+from ansible_collections.hpc.balance.plugins.module_utils._ipvs_grading import weights_set_no_shares
+
 # The largest weight handed out: fine enough for a 1 % share step, far below IPVS's 65535.
 DEFAULT_MAX_WEIGHT = 100
 # Shares that move by less than this many percentage points leave the weights as they are.
@@ -26,6 +34,11 @@ DEFAULT_MIN_CHANGE_PERCENT = 5.0
 DEFAULT_SHARE_TOLERANCE_PERCENT = 1.0
 # ipvsadm accepts weights 0-65535 (ipvsadm(8) --weight); 0 would drain, which is the drain playbook's job.
 WEIGHT_RANGE = (1, 65535)
+# The lvs_director role's scheduler when a virtual server names none.
+DEFAULT_SCHEDULER = "wlc"
+# Schedulers that read the weights as an order or a cap (ip_vs_fo.c, ip_vs_ovf.c): moving them changes which real
+# server takes the connections.
+ORDER_SCHEDULERS = ("fo", "ovf")
 
 
 def _capacity(name: str, value: Any) -> int | float:
@@ -69,10 +82,54 @@ def _smallest_weights(measured: dict[str, int | float], max_weight: int,
     return _scaled(measured, max_weight)
 
 
+def _service_name(server: dict[str, Any]) -> str:
+    """'TCP 198.18.0.100:80' for one of lvs_director_virtual_servers (IPv6 in brackets)."""
+    address = address_spelling(server.get("address"))
+    host = f"[{address}]" if ":" in address else address
+    return f"{str(server.get('protocol') or 'TCP').upper()} {host}:{server.get('port')}"
+
+
+def _services_by_split(virtual_servers: Any) -> tuple[list[str], list[str], list[tuple[str, str, set[str]]]]:
+    """(names of the services that split by weight, a note per service that does not, (name, scheduler, real server
+    addresses) of those that use the weights as an order)."""
+    if virtual_servers in (None, ""):
+        return [], [], []
+    if not isinstance(virtual_servers, list) or not all(isinstance(server, dict) for server in virtual_servers):
+        raise AnsibleFilterError("lvs_weights: virtual_servers must be the list lvs_director_virtual_servers holds")
+    weighted, skipped, ordered = [], [], []
+    for server in virtual_servers:
+        name = _service_name(server)
+        scheduler = str(server.get("lvs_sched") or DEFAULT_SCHEDULER)
+        why = weights_set_no_shares(scheduler)
+        if why is None:
+            weighted.append(name)
+            continue
+        skipped.append(f"{name} ({scheduler}) skipped: {why}, so new weights give it no new shares")
+        if scheduler in ORDER_SCHEDULERS:
+            addresses = {address_spelling(real.get("address")) for real in server.get("real_servers") or []
+                         if isinstance(real, dict)}
+            ordered.append((name, scheduler, addresses))
+    return weighted, skipped, ordered
+
+
+def _refuse_reordering(ordered: list[tuple[str, str, set[str]]], moved: set[str]) -> None:
+    """Refuse new weights for real servers of a service that reads its weights as an order (fo, ovf)."""
+    for name, scheduler, addresses in ordered:
+        touched = sorted(addresses & moved)
+        if touched:
+            raise AnsibleFilterError(
+                f"lvs_weights: {name} uses {scheduler}, which reads the weights as an order, not as shares "
+                f"({weights_set_no_shares(scheduler)}); the new weights of {', '.join(touched)} would change which "
+                f"real server takes its connections. Give it real servers of its own or a weighted scheduler "
+                f"(wrr, wlc), or rebalance without a capacity source (none)"
+            )
+
+
 def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = None,
                 max_weight: int = DEFAULT_MAX_WEIGHT,
                 min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT,
-                share_tolerance_percent: float = DEFAULT_SHARE_TOLERANCE_PERCENT) -> dict[str, Any]:
+                share_tolerance_percent: float = DEFAULT_SHARE_TOLERANCE_PERCENT,
+                virtual_servers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """{real server: capacity} -> the plan ``{weights, before, after, change_percent, changed, reason}``.
 
     capacities         -- measured capacity per real server (any unit, the same for all: bit/s, vCPUs, requests/s)
@@ -82,6 +139,9 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
                           current weights are kept (changed false)
     share_tolerance_percent -- the smallest weights whose shares are all within this many percentage points of the
                           capacities' shares are proposed (0: the largest capacity gets max_weight, as before)
+    virtual_servers    -- lvs_director_virtual_servers (lvs_sched, real_servers): a service whose scheduler does not
+                          split by weight is named in ``skipped``; when none does, the weights are kept; an fo or ovf
+                          service whose real servers' weights would move is refused (None or []: all split by weight)
 
     ``before`` and ``after`` are the shares in percent; ``weights`` is what to apply (the current ones when unchanged).
     """
@@ -103,16 +163,24 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
         raise AnsibleFilterError(
             f"lvs_weights: share_tolerance_percent is {share_tolerance_percent:g}; use 0 to 100, e.g. 1"
         )
+    weighted, skipped, ordered = _services_by_split(virtual_servers)
     measured = {str(name): _capacity(str(name), value) for name, value in capacities.items()}
     proposed = _smallest_weights(measured, max_weight, share_tolerance_percent)
     in_use = {name: int((current or {}).get(name, 1)) for name in measured}
     before, after = _shares(in_use), _shares(proposed)
     change = max(abs(after[name] - before[name]) for name in measured) * 100.0
-    changed = change > min_change_percent
-    if changed:
+    splits_by_weight = bool(weighted) or not skipped
+    if not splits_by_weight:
+        changed = False
+        reason = "no virtual service splits new connections by weight, so new weights would give no new shares: kept"
+    elif change > min_change_percent:
+        changed = True
         reason = f"the shares move by up to {change:.1f} points (more than {min_change_percent:g})"
     else:
+        changed = False
         reason = f"the shares would move by {change:.1f} points at most (not more than {min_change_percent:g}): kept"
+    if changed:
+        _refuse_reordering(ordered, {address_spelling(name) for name in measured if proposed[name] != in_use[name]})
     return {
         "weights": proposed if changed else in_use,
         "proposed": proposed,
@@ -122,6 +190,8 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
         "change_percent": round(change, 1),
         "changed": changed,
         "reason": reason,
+        "skipped": skipped,
+        "splits_by_weight": splits_by_weight,
     }
 
 

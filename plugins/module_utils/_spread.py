@@ -11,7 +11,8 @@ Conventions (also in docs/moe-stats-schema.md):
 - With weights, the statistics are computed on load per unit of weight, so a split that follows the weights exactly
   has CV 0 and max/mean 1. Members with weight 0 receive no new work and are left out of the statistics.
 - deviation = (actual share - expected share) / expected share: 0.25 means 25 % more than its weighted share;
-  shares are taken of the load on members with weight > 0.
+  shares are taken of the load on members with weight > 0. The expected share is weight / sum of weights unless the
+  caller gives the shares outright (an IPVS scheduler that does not split by weight, see _ipvs_grading.py).
 - idle share = fraction of counted members with zero load.
 - hot members carry more than ``hot_factor`` x mean; hot share = fraction of the total they carry.
 
@@ -95,16 +96,25 @@ def fewest_to_judge(weights: Iterable[float], limit_fraction: float) -> int | No
     return math.ceil(1.0 / (limit_fraction * min(shares)) - 1e-9)
 
 
-def deviations(values: Iterable[float], weights: Iterable[float] | None = None) -> list[float | None]:
+def deviations(values: Iterable[float], weights: Iterable[float] | None = None,
+               shares: Iterable[float | None] | None = None) -> list[float | None]:
     """(actual share - expected share) / expected share per member; None where the weight is 0 or nothing flowed.
 
     Shares are taken of the load on members with weight > 0, so leftovers on a quiesced member shift no one.
+    ``shares`` gives each member's expected share outright, for a scheduler that does not split by weight (one that
+    sends everything to one member); the weights still say which members count. A member expected to get 0 or None
+    has no deviation of its own: what it carries shows as the shortfall of the others.
     """
     values, weights = check_values(values, weights)
     if weights is None:
         weights = [1] * len(values)
     total = math.fsum(value for value, weight in zip(values, weights) if weight > 0)
-    shares = expected_shares(weights)
+    if shares is None:
+        shares = expected_shares(weights)
+    else:
+        shares = list(shares)
+        if len(shares) != len(values):
+            raise ValueError(f"got {len(shares)} expected shares for {len(values)} values: give one per member")
     result = []
     for index, value in enumerate(values):
         expected = shares[index]
@@ -153,13 +163,15 @@ def _load_per_weight(values: list[float], weights: list[float] | None) -> tuple[
 
 
 def summarize(values: Iterable[float], weights: Iterable[float] | None = None,
-              hot_factor: float = DEFAULT_HOT_FACTOR) -> dict[str, Any]:
+              hot_factor: float = DEFAULT_HOT_FACTOR, shares: Iterable[float | None] | None = None) -> dict[str, Any]:
     """Every balance statistic for one group of members, in one pass over the (normalised) loads.
 
+    ``shares`` (see ``deviations``) replaces the shares the weights give as the expectation the deviations are taken
+    against; the other statistics are taken over load per unit of weight as always.
     Returns a JSON-friendly dict; member indexes in ``hot_members``/``idle_members`` refer to the input order.
     """
     values, weights = check_values(values, weights)
-    deviation_list = deviations(values, weights)
+    deviation_list = deviations(values, weights, shares)
     counted, loads = _load_per_weight(values, weights)
     if not counted:
         return _empty_summary(len(values), deviation_list)

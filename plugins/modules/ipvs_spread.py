@@ -7,16 +7,30 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: ipvs_spread
-short_description: Report how IPVS spreads connections over the real servers, against their weights
+short_description: Report how IPVS spreads connections over the real servers, against the split their scheduler makes
 version_added: 0.1.0
 description:
   - Reads the IPVS table of an LVS director and reports, per virtual service, the scheduler, its flags and, per real
     server, the weight, the active and inactive connections and (with the C(ipvsadm) source) the total connections,
     packets and bytes.
-  - Computes how far each real server's share of the load is from its weighted share and gives a C(balanced) verdict
-    against a threshold (15 percent by default).
+  - Computes how far each real server's share of the load is from the share its scheduler gives it and gives a
+    C(balanced) verdict against a threshold (15 percent by default).
+  - The expected share follows what the kernel's scheduler does with a weight. The weighted schedulers (C(wrr),
+    C(wlc), C(sed), C(nq), C(lblc), C(lblcr), C(sh), C(mh), C(twos)) split new connections by weight, so a real
+    server's share is its weight divided by the sum of the weights.
+  - C(rr) and C(lc) only test whether a weight is above 0 (ip_vs_rr.c, ip_vs_lc.c), so every real server with a
+    weight above 0 is expected to get an equal share whatever its weight, and one with weight 0 none. A correct
+    C(rr) pool with weights 3:1 and equal connections is balanced.
+  - C(fo) sends every new connection to the first available real server with the highest weight (ip_vs_fo.c), so
+    that real server is expected to get all of them (of equal highest weights, the first in the table) and the others
+    none; a C(fo) service whose connections are spread evenly is not balanced.
+  - C(ovf) sends new connections to the real server with the highest weight until its active connections exceed its
+    weight, then to the next (ip_vs_ovf.c), and C(dh) maps each destination address to one real server whatever its
+    weight (ip_vs_dh.c). Their split follows the concurrency or the destinations, not a share, so they are not
+    graded; C(balanced) is null, C(not_graded) says why, and the split is still shown.
   - By default it grades what each service's scheduler balances - current connections as the kernel weighs them
-    (256 x active + inactive) for C(lc), C(wlc), C(lblc) and C(lblcr), active connections for C(sed) and C(nq), and
+    (256 x active + inactive) for C(lc), C(wlc), C(lblc) and C(lblcr), active connections for C(sed), C(nq) and C(ovf),
+    and
     for the others the rate of new connections over a window (two readings I(window_s) apart) - and says per service
     which measure it graded. Cumulative counters carry outage windows and earlier weights, so they are graded only
     when asked for (C(metric=conns)).
@@ -65,7 +79,7 @@ options:
         C(active_conns) only the active ones.
       - C(in_packets) and C(in_bytes) are the inbound counters (C(ipvsadm) source only).
       - C(auto) picks per service what its scheduler balances - C(conn_overhead) for lc, wlc, lblc, lblcr;
-        C(active_conns) for sed and nq; else C(conns_rate) with per-server counters and I(window_s) above 0,
+        C(active_conns) for sed, nq and ovf; else C(conns_rate) with per-server counters and I(window_s) above 0,
         C(conns) with counters and I(window_s=0), C(current_conns) without counters.
     type: str
     choices: [auto, conns, conns_rate, conn_overhead, current_conns, active_conns, in_packets, in_bytes]
@@ -75,14 +89,16 @@ options:
       - Seconds between the two readings a rate is computed from (C(conns_rate), and C(auto) for rate-graded
         schedulers). C(0) reads once; C(auto) then grades cumulative C(conns).
       - C(auto) also grades cumulative C(conns), and says why, when the window holds too few new connections to see
-        the weights within I(threshold_percent) (fewer than 1 / (limit x smallest weighted share), so 80 for 3:1 at
-        5 %), for example the tail of a burst that ended just before the first reading.
+        the expected split within I(threshold_percent) (fewer than 1 / (limit x smallest expected share above 0), so
+        80 for wrr 3:1 at 5 %), for example the tail of a burst that ended just before the first reading. The same
+        rule gives the finding that a count of connections is too few to judge the spread.
     type: float
     default: 2.0
   threshold_percent:
     description:
-      - A service is balanced when no real server with a weight above 0 deviates from its weighted share by more
-        than this many percent.
+      - A service is balanced when no real server with a weight above 0 deviates from its expected share (by weight,
+        equal for C(rr) and C(lc), all on one real server for C(fo); see the description) by more than this many
+        percent.
     type: float
     default: 15.0
   proc_net_path:
@@ -117,6 +133,9 @@ options:
 notes:
   - The spread says little with few connections; send at least some hundred connections through a virtual service
     before trusting the verdict. Real servers with weight 0 are quiesced and left out of the verdict.
+  - The kernel also skips a real server over its upper connection threshold (keepalived's C(uthreshold)), which the
+    table does not show; C(rr), C(lc) and C(fo) services with such thresholds can read as not balanced while they
+    are full.
   - The kernel refreshes the counters C(ipvsadm --stats) shows every 2 seconds (its rate estimator), so they lag
     the traffic by up to 2 seconds; a I(window_s) below 2 may see no refresh at all.
   - C(/proc/net/ip_vs) does not show scheduler flags, so with the C(proc) source an C(sh) or C(mh) service is warned
@@ -174,7 +193,8 @@ ipvs_version:
   sample: 1.2.1
 balanced:
   description:
-    - True when every judged service is balanced, false when one is not, null when no service carried any load.
+    - True when every judged service is balanced, false when one is not, null when no service carried any load or
+      none was graded (C(ovf), C(dh)).
   returned: always
   type: bool
   sample: true
@@ -201,7 +221,11 @@ summary:
   type: list
   elements: str
   sample: ["TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, worst deviation 4.2 % (limit 15 %), CV 0.042;
-            graded current connections as wlc weighs them (256 x active + inactive)"]
+            graded current connections as wlc weighs them (256 x active + inactive)",
+           "UDP 198.18.0.100:53 (rr): balanced, 2 real servers, split 198.18.0.11 300 / 198.18.0.12 300 of 600
+            connections, worst deviation 0.0 % (limit 15 %), CV 0.000; graded connections scheduled since the counters
+            were zeroed (cumulative: outages and earlier weights count) against equal shares for the real servers with
+            a weight above 0 (rr ignores the weights beyond that, ip_vs_rr.c)"]
 connections:
   description: The connection entries to I(connections_of), when it is given.
   returned: when connections_of is given
@@ -333,19 +357,32 @@ services:
       returned: always
       type: str
       sample: current connections as wlc weighs them (256 x active + inactive)
+    expected_split:
+      description:
+        - What the scheduler is held to when it does not split by weight, in words (C(rr), C(lc), C(fo)); null for
+          the weighted schedulers and for those not graded.
+      returned: always
+      type: str
+      sample: equal shares for the real servers with a weight above 0 (rr ignores the weights beyond that, ip_vs_rr.c)
+    not_graded:
+      description: Why the scheduler's split is not graded (C(ovf), C(dh)); null when it is.
+      returned: always
+      type: str
+      sample: null
     balanced:
-      description: The verdict for this service; null when no load was recorded.
+      description: The verdict for this service; null when no load was recorded or the scheduler is not graded.
       returned: always
       type: bool
       sample: true
     max_abs_deviation_percent:
-      description: Largest deviation of a weighted real server from its share, in percent.
+      description: Largest deviation of a real server from its expected share, in percent (null when none).
       returned: always
       type: float
       sample: 4.2
     spread:
       description:
-        - Balance statistics of the metric per unit of weight, from the shared C(_spread) module utils.
+        - Balance statistics of the metric per unit of weight (per real server with a weight above 0 for the
+          schedulers that do not split by weight), from the shared C(_spread) module utils.
         - C(hot_share) is the fraction of the load on real servers above 2 x the mean.
       returned: always
       type: dict
@@ -447,12 +484,16 @@ services:
           type: float
           sample: 0.521
         expected_share:
-          description: Its weight divided by the sum of the weights (null when all weights are 0).
+          description:
+            - The share its scheduler gives it - its weight divided by the sum of the weights for the weighted
+              schedulers, an equal share of those with a weight above 0 for C(rr) and C(lc), 1 or 0 for C(fo).
+            - 0 for weight 0; null when all weights are 0 or the scheduler is not graded.
           returned: always
           type: float
           sample: 0.5
         deviation_percent:
-          description: (share - expected_share) / expected_share in percent (null for weight 0 or no load).
+          description: (share - expected_share) / expected_share in percent (null where expected_share is 0 or
+            null, or with no load).
           returned: always
           type: float
           sample: 4.2
@@ -471,42 +512,17 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
     parse_proc_ip_vs,
     parse_proc_ip_vs_conn,
     parse_proc_ip_vs_stats,
-    pinning_warning,
-    service_key,
     totals,
 )
-from ansible_collections.hpc.balance.plugins.module_utils._spread import expected_shares, fewest_to_judge, summarize
+from ansible_collections.hpc.balance.plugins.module_utils._ipvs_grading import (
+    add_rates,
+    report_service,
+    service_metric,
+    summary_line,
+)
 
 COUNTER_KEYS = ("conns", "in_packets", "out_packets", "in_bytes", "out_bytes")
 COUNTER_METRICS = ("conns", "conns_rate", "in_packets", "in_bytes")
-# Schedulers that pick the real server with the least connections per weight: lc/wlc/lblc/lblcr weigh an active
-# connection 256 times an inactive one (ip_vs_dest_conn_overhead, include/net/ip_vs.h); sed/nq count active ones.
-OVERHEAD_SCHEDULERS = ("lc", "wlc", "lblc", "lblcr")
-ACTIVE_SCHEDULERS = ("sed", "nq")
-GRADED = {
-    "conns": "connections scheduled since the counters were zeroed (cumulative: outages and earlier weights count)",
-    "conns_rate": "new connections per second over a {window:g} s window",
-    "conn_overhead": "current connections as {scheduler} weighs them (256 x active + inactive)",
-    "current_conns": "current connections (active + inactive)",
-    "active_conns": "active connections now",
-    "in_packets": "inbound packets since the counters were zeroed",
-    "in_bytes": "inbound bytes since the counters were zeroed",
-}
-SUMMARY_KEYS = ("count", "total", "mean", "min", "max", "max_over_mean", "min_over_max", "cv", "cv_grade",
-                "idle_count", "idle_share", "hot_count", "hot_share")
-VERDICT_WORDS = {True: "balanced", False: "NOT balanced", None: "no load to judge"}
-# The unit of each metric in the summary's split ("urs1 90 / urs2 30 of 120 connections").
-METRIC_UNITS = {
-    "conns": "connections",
-    "conns_rate": "new connections/s",
-    "conn_overhead": "weighted connections",
-    "current_conns": "connections",
-    "active_conns": "active connections",
-    "in_packets": "packets",
-    "in_bytes": "bytes",
-}
-# A longer split does not fit one line; the services' real_servers hold every figure.
-SPLIT_MAX_SERVERS = 8
 
 
 def _read_proc(module, proc_net_path, kernel_hz):
@@ -567,180 +583,6 @@ def _matches(service, address, port, fwmark):
     if address is not None and parse_address(service["address"]) != address:
         return False
     return True
-
-
-def _load(server, metric):
-    if metric == "current_conns":
-        return (server["active_conns"] or 0) + (server["inactive_conns"] or 0)
-    if metric == "conn_overhead":
-        return 256 * (server["active_conns"] or 0) + (server["inactive_conns"] or 0)
-    return server[metric]
-
-
-def service_metric(scheduler, requested, has_counters, window_s):
-    """The measure to grade a service by: what its scheduler balances when ``requested`` is auto."""
-    if requested != "auto":
-        return requested
-    if scheduler in OVERHEAD_SCHEDULERS:
-        return "conn_overhead"
-    if scheduler in ACTIVE_SCHEDULERS:
-        return "active_conns"
-    if not has_counters:
-        return "current_conns"
-    return "conns_rate" if window_s > 0 else "conns"
-
-
-def add_rates(first, second, window_s):
-    """Per real server of ``second``, conns_rate = new connections per second since ``first``; None when unknown."""
-    before = {}
-    for service in first["services"]:
-        for server in service["real_servers"]:
-            before[(service_key(service), server["address"], server["port"])] = server["conns"]
-    for service in second["services"]:
-        for server in service["real_servers"]:
-            earlier = before.get((service_key(service), server["address"], server["port"]))
-            now = server["conns"]
-            if earlier is None or now is None or now < earlier:  # new server, or counters zeroed in between
-                server["conns_rate"] = None
-            else:
-                server["conns_rate"] = round((now - earlier) / window_s, 3)
-    return second
-
-
-def _loads(name, servers, metric, warn):
-    loads = []
-    for server in servers:
-        load = _load(server, metric) or 0
-        if load < 0:
-            warn(f"{name}: real server {server['address']} reports {metric} = {load}; counted as 0 (kernel counter "
-                 f"underflow)")
-            load = 0
-        loads.append(load)
-    return loads
-
-
-def _findings(servers, stats, shares, total, metric, threshold_percent, balanced, window_s):
-    """Plain-words observations about one service's spread."""
-    findings = []
-    for server in servers:
-        if server["weight"] == 0 and server["load"] and metric == "conns":
-            findings.append(f"{server['address']} has weight 0 but {server['load']} connections: it was quiesced after "
-                            f"they were scheduled")
-    if not servers:
-        findings.append("no real servers: the service drops every connection")
-    elif stats["count"] == 0:
-        findings.append("every real server has weight 0: the service accepts no new connections")
-    elif not total and metric == "conns_rate":
-        findings.append("no new connections during the window: read while traffic flows, or use metric=conns")
-    elif not total:
-        findings.append(f"no {metric} recorded yet: send traffic through the virtual service and read again")
-    elif balanced is False:
-        known = [index for index in range(len(servers)) if stats["deviations"][index] is not None]
-        worst = max(known, key=lambda index: abs(stats["deviations"][index]))
-        findings.append(
-            f"{servers[worst]['address']} got {100.0 * servers[worst]['share']:.1f} % of the {metric} where its weight "
-            f"asks for {100.0 * shares[worst]:.1f} % ({100.0 * stats['deviations'][worst]:+.1f} %, limit "
-            f"{threshold_percent:g} %)"
-        )
-    if metric == "conns_rate" and total:
-        new = round(total * window_s)
-        if stats["count"] and new < 10 * stats["count"]:
-            findings.append(f"only {new} new connections during the {window_s:g} s window over {stats['count']} real "
-                            f"servers: too few to judge the spread")
-    elif total and stats["count"] and total < 10 * stats["count"] and metric != "conn_overhead":
-        findings.append(f"only {total} {metric} over {stats['count']} real servers: too few to judge the spread")
-    return findings
-
-
-def _window_too_thin(rates, weights, window_s, threshold_percent):
-    """Why the window's new connections cannot grade the split (None when they can).
-
-    An idle window says nothing. A thin one says too little: the kernel refreshes the counters ipvsadm shows every
-    2 s (ip_vs_est.c, estimation_timer), so a reading taken just after a burst can fold its last part into the window,
-    and with fewer connections than fewest_to_judge a split exactly by weight can still miss the limit.
-    """
-    new = round(sum(rate or 0 for rate, weight in zip(rates, weights, strict=True) if weight > 0) * window_s)
-    if not new:
-        return f"no new connection during the {window_s:g} s window"
-    fewest = fewest_to_judge(weights, threshold_percent / 100.0)
-    if fewest is not None and new < fewest:
-        return (f"{new} new connections during the {window_s:g} s window, fewer than the {fewest} it takes to see "
-                f"these weights within {threshold_percent:g} %")
-    return None
-
-
-def _report_service(service, options, warn):
-    """Spread of one service against its weights, plus its verdict, pinning warning and findings."""
-    metric = service_metric(service["scheduler"], options["metric"], options["has_counters"], options["window_s"])
-    threshold_percent = options["threshold_percent"]
-    name = service_key(service)
-    servers = service["real_servers"]
-    loads = _loads(name, servers, metric, warn)
-    graded = GRADED[metric].format(window=options["window_s"], scheduler=service["scheduler"])
-    # A missing weight (a server that appeared between the two ipvsadm reads) counts as 1.
-    weights = [1 if server["weight"] is None or server["weight"] < 0 else server["weight"] for server in servers]
-    if metric == "conns_rate" and options["metric"] == "auto":
-        window_why = _window_too_thin(loads, weights, options["window_s"], threshold_percent)
-        if window_why:
-            # The counters since they were zeroed are the only load left to grade, and the output says so.
-            metric = "conns"
-            loads = _loads(name, servers, metric, warn)
-            graded = (f"connections scheduled since the counters were zeroed ({window_why}, so the cumulative "
-                      f"counters, which carry outages and earlier weights)")
-    stats = summarize(loads, weights)
-    shares = expected_shares(weights)
-    total = stats["total"]  # load on the servers with weight > 0
-    for index, server in enumerate(servers):
-        deviation = stats["deviations"][index]
-        server["name"] = (options.get("names") or {}).get(server["address"])
-        server["load"] = loads[index]
-        server["share"] = loads[index] / total if total and weights[index] > 0 else None
-        server["expected_share"] = shares[index]
-        server["deviation_percent"] = None if deviation is None else round(100.0 * deviation, 3)
-
-    worst = stats["max_abs_deviation"]
-    balanced = None if worst is None else 100.0 * worst <= threshold_percent
-    warning = pinning_warning(service)
-    if warning:
-        warn(warning)
-    report = {"name": name}
-    report.update({key: value for key, value in service.items() if key != "real_servers"})
-    report.update({
-        "metric": metric,
-        "graded": graded,
-        "balanced": balanced,
-        "max_abs_deviation_percent": None if worst is None else round(100.0 * worst, 3),
-        "spread": {key: stats[key] for key in SUMMARY_KEYS},
-        "pinning_warning": warning,
-        "findings": _findings(servers, stats, shares, total, metric, threshold_percent, balanced,
-                              options["window_s"]),
-        "real_servers": servers,
-    })
-    return report
-
-
-def _split_text(report):
-    """'urs1 90 / urs2 30 of 120 connections': what each real server carried, by name where one was given."""
-    servers = report["real_servers"]
-    if not servers or len(servers) > SPLIT_MAX_SERVERS:
-        return None
-    loads = [server["load"] or 0 for server in servers]
-    if not sum(loads):
-        return None  # "no load to judge" says it already
-    parts = [f"{server['name'] or server['address']} {load:g}" for server, load in zip(servers, loads)]
-    return f"split {' / '.join(parts)} of {sum(loads):g} {METRIC_UNITS[report['metric']]}"
-
-
-def _summary_line(report, threshold_percent):
-    line = (f"{report['name']} ({report['scheduler']}): {VERDICT_WORDS[report['balanced']]}, "
-            f"{len(report['real_servers'])} real servers")
-    split = _split_text(report)
-    if split:
-        line += f", {split}"
-    if report["max_abs_deviation_percent"] is not None:
-        line += (f", worst deviation {report['max_abs_deviation_percent']:.1f} % (limit {threshold_percent:g} %), "
-                 f"CV {report['spread']['cv'] or 0.0:.3f}")
-    return line + f"; graded {report['graded']}"
 
 
 def _real_server_names(names):
@@ -837,7 +679,7 @@ def main():
                 if _matches(service, address, params["virtual_port"], params["fwmark"])]
     options = {"metric": metric, "has_counters": has_counters, "window_s": window_s,
                "threshold_percent": threshold_percent, "names": _real_server_names(params["real_server_names"])}
-    reports = [_report_service(service, options, module.warn) for service in selected]
+    reports = [report_service(service, options, module.warn) for service in selected]
     judged = [report["balanced"] for report in reports if report["balanced"] is not None]
     extra = {}
     if params["connections_of"] is not None:
@@ -854,7 +696,7 @@ def main():
         service_count=len(reports),
         real_server_count=sum(len(report["real_servers"]) for report in reports),
         totals=table["totals"] or {key: None for key in COUNTER_KEYS},
-        summary=[_summary_line(report, threshold_percent) for report in reports],
+        summary=[summary_line(report, threshold_percent) for report in reports],
         services=reports,
         **extra,
     )

@@ -28,7 +28,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (  # noqa
     parse_ipvsadm,
     parse_proc_ip_vs,
 )
-from ansible_collections.hpc.balance.plugins.modules.ipvs_spread import _report_service  # noqa: E402
+from ansible_collections.hpc.balance.plugins.module_utils._ipvs_grading import report_service  # noqa: E402
 
 REPEATS = 5
 THRESHOLD_PERCENT = 15.0
@@ -48,7 +48,7 @@ def spread(table, metric):
     options = {"metric": metric, "has_counters": metric != "current_conns", "window_s": 0.0,
                "threshold_percent": THRESHOLD_PERCENT, "names": {}}
     for service in table["services"]:
-        _report_service(service, options, lambda message: None)
+        report_service(service, options, lambda message: None)
 
 
 def merged(listing_text, stats_text):

@@ -58,14 +58,15 @@ def test_writes_three_files_with_verdicts(run_module, reports, tmp_path):
     assert sorted(path.name for path in dest.iterdir()) == ["report.html", "report.json", "report.md"]
     assert result["verdicts"] == {"network": "imbalanced", "host_link": "balanced", "compute": "imbalanced"}
     # The host lines are the reporter's own summary (ipvs_spread words them); the layer line is the report's.
-    assert result["summary"][0] == "network: imbalanced - worst deviation from the weights 25.0 % (limit 15 %)"
+    assert result["summary"][0] == "network: imbalanced - worst deviation from the weights 50.0 % (limit 15 %)"
     assert result["summary"][1].startswith("  lvs1: TCP 198.18.0.100:80 (wlc): balanced, 2 real servers")
     assert result["summary"][2].startswith("  lvs1: UDP 198.18.0.100:53 (rr): NOT balanced, 3 real servers")
     markdown = (dest / "report.md").read_text()
     assert markdown.startswith("# hpc.balance audit\n\n## Network layer (LVS / IPVS connection spread): imbalanced\n\n"
-                               "Reason: worst deviation from the weights 25.0 % (limit 15 %)\n")
+                               "Reason: worst deviation from the weights 50.0 % (limit 15 %)\n")
     assert "#### gpu1 - layer 1: max/mean 3.05, CV 0.845 (severe), imbalanced" in markdown
-    assert "| 198.18.0.12 | 53 | Masq | 1 | 0 | 1 | 1 | 25.0 % | 33.3 % | -25.0 % |" in markdown
+    # The rr service's expected shares are equal whatever the weights (ip_vs_rr.c): 25 % against 50 %.
+    assert "| 198.18.0.12 | 53 | Masq | 1 | 0 | 1 | 1 | 25.0 % | 50.0 % | -50.0 % |" in markdown
     document = json.loads((dest / "report.json").read_text())
     assert document["verdicts"] == result["verdicts"]
     assert "invocation" not in document["results"]["ipvs_spread"]["lvs1"]

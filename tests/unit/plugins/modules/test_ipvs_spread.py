@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.hpc.balance.plugins.module_utils._ipvs_grading import service_metric
 from ansible_collections.hpc.balance.plugins.modules import ipvs_spread
 
 FIXTURES = Path(__file__).resolve().parents[1] / "module_utils" / "fixtures"
@@ -73,25 +74,28 @@ def test_proc_snapshot_spread_and_verdicts(run_module, snapshot):
     assert [server["load"] for server in web["real_servers"]] == [52, 49]
     assert web["balanced"] is True
     assert web["max_abs_deviation_percent"] == pytest.approx(100 * (52 / 101 - 0.5) / 0.5, abs=1e-3)
-    assert [server["deviation_percent"] for server in dns["real_servers"]] == [12.5, -25.0, None]
+    # rr tests a weight only for 0 (ip_vs_rr.c): weights 2 / 1 / 0 ask for 50 / 50 / 0 %, not 67 / 33 / 0 %.
+    assert [server["expected_share"] for server in dns["real_servers"]] == [0.5, 0.5, 0.0]
+    assert [server["deviation_percent"] for server in dns["real_servers"]] == [50.0, -50.0, None]
     assert dns["balanced"] is False
     assert dns["findings"] == [
-        "198.18.0.12 got 25.0 % of the current_conns where its weight asks for 33.3 % (-25.0 %, limit 15 %)",
+        "198.18.0.11 got 75.0 % of the current_conns where rr's equal share is 50.0 % (+50.0 %, limit 15 %)",
         "only 4 current_conns over 2 real servers: too few to judge the spread",
     ]
     assert result["summary"] == [
         "TCP 198.18.0.100:80 (wlc): balanced, 2 real servers, split 198.18.0.11 52 / 198.18.0.12 49 of 101 "
         "connections, worst deviation 3.0 % (limit 15 %), CV 0.030; graded current connections (active + inactive)",
         "UDP 198.18.0.100:53 (rr): NOT balanced, 3 real servers, split 198.18.0.11 3 / 198.18.0.12 1 / 198.18.0.13 0 "
-        "of 4 connections, worst deviation 25.0 % (limit 15 %), CV 0.200; graded current connections (active + "
-        "inactive)",
+        "of 4 connections, worst deviation 50.0 % (limit 15 %), CV 0.500; graded current connections (active + "
+        "inactive) against equal shares for the real servers with a weight above 0 (rr ignores the weights beyond "
+        "that, ip_vs_rr.c)",
     ]
 
 
 def test_threshold_decides_the_verdict(run_module, snapshot):
-    args = {"source": "proc", "proc_net_path": snapshot("dr"), "threshold_percent": 30, "metric": "current_conns"}
-    _failed, result = run_module(ipvs_spread, args)
-    assert result["balanced"] is True
+    args = {"source": "proc", "proc_net_path": snapshot("dr"), "metric": "current_conns"}
+    verdicts = [run_module(ipvs_spread, dict(args, threshold_percent=limit))[1]["balanced"] for limit in (49, 50)]
+    assert verdicts == [False, True]  # the rr service is 50 % off its equal share
 
 
 def test_auto_reads_a_snapshot_folder_through_proc(run_module, snapshot):
@@ -133,10 +137,13 @@ def test_ipvsadm_source_merges_both_listings(run_module, replay_ipvsadm):
     failed, result = run_module(ipvs_spread, {"source": "ipvsadm", "metric": "conns"})
     assert not failed
     assert calls == [["/usr/sbin/ipvsadm", "-Ln", "--exact"], ["/usr/sbin/ipvsadm", "-Ln", "--stats", "--exact"]]
-    assert (result["source"], result["metric"], result["balanced"]) == ("ipvsadm", "conns", True)
+    assert (result["source"], result["metric"], result["balanced"]) == ("ipvsadm", "conns", False)
     web, dns = by_name(result)["TCP 198.18.0.100:80"], by_name(result)["UDP 198.18.0.100:53"]
     assert [server["deviation_percent"] for server in web["real_servers"]] == [4.2, -4.2]
     assert [server["share"] for server in dns["real_servers"]] == [pytest.approx(2 / 3), pytest.approx(1 / 3), None]
+    # 600 / 300 follows the weights 2:1, but rr gives both an equal turn (ip_vs_rr.c): a third off.
+    assert ([server["deviation_percent"] for server in dns["real_servers"]], web["balanced"], dns["balanced"]) == (
+        [33.333, -33.333, None], True, False)
     assert result["totals"] == {"conns": 10900, "in_packets": 60900, "out_packets": 900, "in_bytes": 4064800,
                                 "out_bytes": 121500}
 
@@ -316,7 +323,7 @@ def test_an_explicit_conns_rate_grades_even_a_thin_window(run_module, replay_rea
     ("mh", "conns_rate", True, 2),
 ])
 def test_auto_grades_what_each_scheduler_balances(scheduler, metric, counters, window_s):
-    assert ipvs_spread.service_metric(scheduler, "auto", counters, window_s) == metric
+    assert service_metric(scheduler, "auto", counters, window_s) == metric
 
 
 def test_the_summary_shows_the_split_by_the_names_given_for_the_addresses(run_module, replay_readings):
