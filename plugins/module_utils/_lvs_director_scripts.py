@@ -3,26 +3,55 @@
 """The programs an lvs_director config makes keepalived run, and the ones keepalived would silently disable.
 
 keepalived only logs "could not find script" or "Unsafe permissions" and runs on without the script (a MISC_CHECK then
-never fails, a track script never moves the VIP). The role's preflight stats each program ``script_lookups`` names,
-``script_stats`` turns the results into facts, and ``script_problems`` names what keepalived would refuse.
+never fails, a track script never moves the VIP). The role's preflight stats each program and every folder above it
+that ``script_lookups`` names, ``script_stats`` turns the results into facts, and ``script_problems`` names what
+keepalived would refuse: its check_security (keepalived 2.2.7, lib/notify.c) looks at every part of a root script's
+path from / down.
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import (
     NOTIFY_KEYS,
     REAL_SERVER_SCRIPT_KEYS,
 )
 
+# keepalived's standard definitions (lib/parser.c, set_std_definitions): read_line replaces $NAME (followed by a
+# blank, ",", ")" or the end) and ${NAME} anywhere in a line, inside quotes too, before the script line is split.
+# find_definition: ${_RANDOM MIN MAX} takes numbers, the others none.
+EXPANDED = {
+    "_BANG": "!",
+    "_HASH": "#",
+    "_PWD": "keepalived's working folder while it reads the config (the folder of keepalived.conf)",
+    "_INSTANCE": "keepalived's config id (-i)",
+    "_RANDOM": "a random number (0 to 32767 unless given a range)",
+}
+_NAMES = "|".join(EXPANDED)
+EXPANDED_TOKEN = re.compile(
+    rf"\$(?:(?P<plain>{_NAMES})(?=[ \t,)]|$)|\{{(?P<braced>{_NAMES}) *\}}|\{{(?P<ranged>_RANDOM) [ 0-9]*[0-9]\}})"
+)
+# check_security's modes: group and other write, and the sticky bit that lets a folder be written by others.
+GROUP_WRITE, OTHER_WRITE, STICKY = 0o020, 0o002, 0o1000
 
-def _command_path(command):
+
+def _command_path(command: Any) -> str:
     """The program a keepalived script line runs: its first word."""
     words = str(command).split()
     return words[0] if words else ""
 
 
-def script_paths(config):
-    """Every program the config makes keepalived run, as [{"path", "key"}] (key: the variable naming it first)."""
+def _folders(path: str) -> list[str]:
+    """Every folder above an absolute path, from / down: '/usr/local/sbin/chk' -> ['/', '/usr', '/usr/local',
+    '/usr/local/sbin'], as keepalived's check_security walks it."""
+    parts = [part for part in path.split("/")[:-1] if part]
+    return ["/"] + ["/" + "/".join(parts[:index + 1]) for index in range(len(parts))]
+
+
+def _commands(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every script line the config makes keepalived run, as (command, variable naming it), in config order."""
     named = []
     for script in config["vrrp_scripts"]:
         named.append((script["script"], f"lvs_director_vrrp_scripts[{script['name']}].script"))
@@ -46,8 +75,13 @@ def script_paths(config):
             for notify in REAL_SERVER_SCRIPT_KEYS:
                 if real[notify]:
                     named.append((real[notify], f"{real_key}.{notify}"))
+    return named
+
+
+def script_paths(config: dict[str, Any]) -> list[dict[str, str]]:
+    """Every program the config makes keepalived run, as [{"path", "key"}] (key: the variable naming it first)."""
     found, seen = [], set()
-    for command, key in named:
+    for command, key in _commands(config):
         path = _command_path(command)
         if path not in seen:
             seen.add(path)
@@ -55,16 +89,18 @@ def script_paths(config):
     return found
 
 
-def script_lookups(config):
-    """The paths the preflight looks at: each program the config runs that the role does not deploy, and its folder."""
+def script_lookups(config: dict[str, Any]) -> list[str]:
+    """The paths the preflight looks at: each program the config runs that the role does not deploy, then every
+    folder above each (from /, as keepalived's check_security walks them), each once."""
     programs = [entry["path"] for entry in script_paths(config)
                 if entry["path"].startswith("/") and entry["path"] not in config["script_files"]]
-    folders = [path.rsplit("/", 1)[0] or "/" for path in programs]
-    return programs + sorted(set(folders) - set(programs))
+    folders = {folder for path in programs for folder in _folders(path)}
+    return programs + sorted(folders - set(programs))
 
 
-def script_stats(results):
-    """Results of the stat module looped over the programs and their folders -> {program: its facts + folder's}."""
+def script_stats(results: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """Results of the stat module looped over the programs and their folders -> {path: its facts, with the facts of
+    every folder above it that was looked at under "folders", from / down}."""
     facts = {}
     for result in results or []:
         stat = result.get("stat") or {}
@@ -72,20 +108,66 @@ def script_stats(results):
             "exists": bool(stat.get("exists")),
             "executable": bool(stat.get("executable")) and bool(stat.get("isreg", True)),
             "uid": stat.get("uid"),
+            "gid": stat.get("gid"),
             "mode": stat.get("mode"),
         }
-    # Folders are looked at too (keyed like programs): each program carries its folder's facts.
-    return {path: dict(fact, folder=facts.get(path.rsplit("/", 1)[0] or "/")) for path, fact in facts.items()}
+    return {
+        path: dict(fact, folders=[dict(facts[folder], path=folder) for folder in _folders(path) if folder in facts])
+        for path, fact in facts.items()
+    }
 
 
-def _writable_by_non_root(stat):
-    """keepalived's check_script_secure: a non-root owner, or group/other write permission, makes a path unsafe."""
-    return stat.get("uid") != 0 or int(str(stat.get("mode") or "0"), 8) & 0o022 != 0
+def _unsafe(stat: dict[str, Any], folder: bool) -> str | None:
+    """Why keepalived's check_security (lib/notify.c) finds a path unsafe for a script it runs as root, or None.
+
+    Unsafe: an owner other than root, or - for a file, or a folder without the sticky bit - write permission for
+    other users, or for the group unless the group is root (gid 0). A missing gid counts as a non-root group.
+    """
+    mode = int(str(stat.get("mode") or "0"), 8)
+    if stat.get("uid") != 0:
+        return f"owner uid {stat.get('uid')}, mode {stat.get('mode')}"
+    if folder and mode & STICKY:
+        return None
+    if mode & OTHER_WRITE:
+        return f"owner uid 0, mode {stat.get('mode')}"
+    if mode & GROUP_WRITE and stat.get("gid") != 0:
+        return f"owner uid 0, group gid {stat.get('gid')}, mode {stat.get('mode')}"
+    return None
 
 
-def script_problems(host, config):
-    """Scripts keepalived would silently disable (missing, not executable, writable by non-root), named before any
-    change. Paths the role deploys itself (lvs_director_script_files) are root-owned 0755 by then."""
+def _path_problem(path: str, stat: dict[str, Any]) -> str | None:
+    """The first part of the path keepalived would find unsafe, from / down to the program, or None."""
+    parent = path.rsplit("/", 1)[0] or "/"
+    for folder in stat.get("folders") or []:
+        reason = _unsafe(folder, folder=True)
+        if reason:
+            what = (f"its folder {folder['path']}" if folder["path"] == parent
+                    else f"the folder {folder['path']} above it")
+            return f"{what} is writable by a non-root user ({reason})"
+    reason = _unsafe(stat, folder=False)
+    return f"{path} is writable by a non-root user ({reason})" if reason else None
+
+
+def _expansion_problems(host: str, config: dict[str, Any]) -> list[str]:
+    """Script lines holding a token keepalived's parser replaces before it runs anything."""
+    found = []
+    for command, key in _commands(config):
+        for match in EXPANDED_TOKEN.finditer(str(command)):
+            name = match.group("plain") or match.group("braced") or match.group("ranged")
+            fix = (f"write {EXPANDED[name]} itself (the role quotes the command line)" if name in ("_BANG", "_HASH")
+                   else "compute the value inside the script instead")
+            found.append(
+                f"{host}: {key} is {str(command)!r}, which holds {match.group(0)}: keepalived replaces it with "
+                f"{EXPANDED[name]} when it reads keepalived.conf, even inside quotes, so the program gets other "
+                f"arguments than written; {fix}"
+            )
+    return found
+
+
+def script_problems(host: str, config: dict[str, Any]) -> list[str]:
+    """Scripts keepalived would silently disable (missing, not executable, a path writable by non-root) or run with
+    other arguments, named before any change. Paths the role deploys itself (lvs_director_script_files) are root-owned
+    0755 by then. The role sets script_user root, so keepalived checks every path (need_script_protection)."""
     stats = config["script_stats"]
     found = []
     for entry in script_paths(config):
@@ -98,7 +180,8 @@ def script_problems(host, config):
             continue
         if path in config["script_files"] or stats is None or path not in stats:
             continue
-        stat, folder = stats[path], stats[path].get("folder") or {}
+        stat = stats[path]
+        unsafe = _path_problem(path, stat) if stat.get("exists") else None
         if not stat.get("exists"):
             found.append(
                 f"{key} runs {path}, which does not exist on this host, so keepalived disables it (\"could not find "
@@ -109,13 +192,10 @@ def script_problems(host, config):
                 f"{key} runs {path}, which is not executable, so keepalived disables it; chmod 0755 it or deploy it "
                 "with lvs_director_script_files"
             )
-        elif _writable_by_non_root(stat) or (folder and _writable_by_non_root(folder)):
-            folder_name = f"its folder {path.rsplit('/', 1)[0] or '/'}"
-            what, shown = (path, stat) if _writable_by_non_root(stat) else (folder_name, folder)
+        elif unsafe:
             found.append(
-                f"{key} runs {path}, but {what} is writable by a non-root user (owner uid {shown.get('uid')}, mode "
-                f"{shown.get('mode')}), so keepalived's script security disables it (\"Unsafe permissions\"); make "
-                "it root-owned and not group- or other-writable (chown root:root, chmod go-w) or deploy it with "
-                "lvs_director_script_files"
+                f"{key} runs {path}, but {unsafe}, so keepalived's script security disables it "
+                "(\"Unsafe permissions\"); make it root-owned and not group- or other-writable (chown root:root, "
+                "chmod go-w) or deploy it with lvs_director_script_files"
             )
-    return found
+    return found + _expansion_problems(host, config)
