@@ -32,10 +32,10 @@ def lvs_director_resolve(settings: Any) -> dict[str, Any]:
         raise AnsibleFilterError(str(error)) from None
 
 
-def lvs_director_problems(configs: list[dict[str, Any] | None], failed_hosts: list[str] | None = None
-                          ) -> dict[str, list[dict[str, Any]]]:
+def lvs_director_problems(configs: list[dict[str, Any] | None], failed_hosts: list[str] | None = None,
+                          left_out_hosts: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every mistake across the directors of a play: ``{"errors": [...], "warnings": [...]}``."""
-    return problems(configs, failed_hosts=failed_hosts)
+    return problems(configs, failed_hosts=failed_hosts, left_out_hosts=left_out_hosts)
 
 
 def lvs_director_script_paths(config: dict[str, Any]) -> list[dict[str, str]]:

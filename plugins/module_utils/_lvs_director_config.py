@@ -68,8 +68,10 @@ CHECK_DEFAULTS = {
     "dns_name": None,
 }
 CHECK_TYPES = ("TCP_CHECK", "HTTP_GET", "SSL_GET", "UDP_CHECK", "DNS_CHECK", "PING_CHECK", "MISC_CHECK", "none")
-# The check a service gets when it names none: a connect for TCP (and SCTP), a UDP probe for UDP.
-DEFAULT_CHECK_BY_PROTOCOL = {"TCP": "TCP_CHECK", "SCTP": "TCP_CHECK", "UDP": "UDP_CHECK"}
+# The check a service gets when it names none: a connect for TCP, a UDP probe for UDP, an ICMP echo for SCTP.
+# keepalived 2.2.7 has no SCTP check: TCP_CHECK opens a TCP connection (check_tcp.c), which an SCTP-only service
+# never accepts, so every real server would fail it; PING_CHECK (check_ping.c) at least finds a host that is gone.
+DEFAULT_CHECK_BY_PROTOCOL = {"TCP": "TCP_CHECK", "SCTP": "PING_CHECK", "UDP": "UDP_CHECK"}
 
 
 class LvsDirectorConfigError(ValueError):
@@ -251,7 +253,7 @@ def resolve(settings: Any) -> dict[str, Any]:
 
     settings -- a dict of the role variables without the prefix: host, router_id, interface, priority, state,
                 advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, virtual_servers, clients_behind_nat,
-                vrrp_only, own_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
+                vrrp_only, own_addresses, host_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
                 script_files (paths the role deploys), global_defs_extra, vrrp_sync_groups,
                 real_server_weights ({real server address: weight} from playbooks/rebalance.yml)
     """
@@ -273,6 +275,9 @@ def resolve(settings: Any) -> dict[str, Any]:
         "clients_behind_nat": _flag(settings.get("clients_behind_nat"), "lvs_director_clients_behind_nat"),
         "vrrp_only": _flag(settings.get("vrrp_only"), "lvs_director_vrrp_only"),
         "own_addresses": sorted({str(a) for a in settings.get("own_addresses") or [] if a}),
+        # Every address of the host (facts), for the checks across directors; None when unknown.
+        "host_addresses": None if settings.get("host_addresses") is None
+        else sorted({str(a).split("%", maxsplit=1)[0] for a in settings["host_addresses"] if a}),
         # None when unknown (facts not gathered): the checks that need them are then skipped.
         "known_interfaces": None if settings.get("known_interfaces") is None else list(settings["known_interfaces"]),
         "ipvs_available": _flag(settings.get("ipvs_available"), "ipvs_available (found by the preflight)", True),

@@ -86,16 +86,29 @@ def test_drain_refuses_a_bad_request_before_any_host_is_touched(tmp_path, extra_
     assert "record the drained list on every director" not in result.stdout
 
 
-@pytest.mark.parametrize("name", ["rs9", "198.18.0.29"], ids=["inventory name", "address"])
-def test_drain_refuses_an_address_that_no_virtual_server_lists(tmp_path, name):
+@pytest.mark.parametrize(("name", "shown"), [("rs9", "rs9 (addresses 198.18.0.29)"), ("198.18.0.29", "198.18.0.29")],
+                         ids=["inventory name", "address"])
+def test_drain_refuses_an_address_that_no_virtual_server_lists(tmp_path, name, shown):
     result = run(tmp_path, DRAIN, "-e", "lvs_drain_action=drain", "-e", f"lvs_drain_real_server={name}")
     assert_refused(
         result,
-        f"lvs_drain_real_server '{name}' (address 198.18.0.29) is not a real server of any virtual server in "
-        "lvs_director_virtual_servers of dir1, so draining it would change nothing; give one of 198.18.0.21, "
-        "198.18.0.22",
+        f"{shown} is not a real server of any virtual server in lvs_director_virtual_servers of dir1, so draining it "
+        "would change nothing. Give one of 198.18.0.21, 198.18.0.22 or the inventory name of its host",
     )
     assert "Gather the facts the role checks" not in result.stdout
+
+
+def test_drain_finds_a_host_with_a_management_ansible_host_by_its_service_addresses(tmp_path):
+    # rs1 is reached over a management address IPVS never sees; the virtual servers list 198.18.0.21.
+    inventory = INVENTORY.replace("rs1: {ansible_host: 198.18.0.21}",
+                                  "rs1: {ansible_host: 10.9.0.21, lvs_realserver_service_addresses: [198.18.0.21]}")
+    inventory = inventory.replace("{address: \"{{ hostvars['rs1']['ansible_host'] }}\", weight: 3}",
+                                  "{address: 198.18.0.21, weight: 3}")
+    result = run(tmp_path, DRAIN, "-e", "lvs_drain_action=drain", "-e", "lvs_drain_real_server=rs1",
+                 inventory_text=inventory)
+    assert "is not a real server of any virtual server" not in result.stdout
+    assert "Gather the facts the role checks" in result.stdout
+    assert "UNREACHABLE" in result.stdout
 
 
 def test_drain_refuses_an_inventory_without_directors(tmp_path):
@@ -120,11 +133,27 @@ def test_rolling_maintenance_refuses_a_service_with_one_serving_real_server(tmp_
     assert "TCP 198.18.0.100:80" not in result.stdout
 
 
-def test_rolling_maintenance_passes_its_checks_when_every_service_keeps_a_serving_real_server(tmp_path):
-    # Port 53 gets a second real server; the run then gets as far as the first connection (refused on 127.0.0.1:1).
+def test_rolling_maintenance_refuses_a_real_server_that_no_virtual_server_lists(tmp_path):
+    # Port 53 gets a second real server, so only rs9 (in lvs_realservers, in no virtual server) is wrong: its drain
+    # would match no IPVS entry and it would be rebooted at full weight.
     inventory = INVENTORY.replace(
         "                - {address: 198.18.0.21}\n",
         "                - {address: 198.18.0.21}\n                - {address: 198.18.0.22}\n",
+    )
+    result = run(tmp_path, ROLLING, inventory_text=inventory)
+    assert_refused(
+        result,
+        "rs9 of lvs_realservers is not a real server of any virtual server under its ansible_host or service "
+        "addresses, so a drain would change nothing before the maintenance",
+    )
+
+
+def test_rolling_maintenance_passes_its_checks_when_every_service_keeps_a_serving_real_server(tmp_path):
+    # Port 53 gets a second real server, rs9; the run then gets as far as the first connection (refused on
+    # 127.0.0.1:1).
+    inventory = INVENTORY.replace(
+        "                - {address: 198.18.0.21}\n",
+        "                - {address: 198.18.0.21}\n                - {address: 198.18.0.29}\n",
     )
     result = run(tmp_path, ROLLING, inventory_text=inventory)
     assert result.returncode == 4, result.stdout

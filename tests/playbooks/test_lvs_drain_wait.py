@@ -28,7 +28,7 @@ PLAY = """
     hpc.balance.ipvs_spread:
       proc_net_path: {proc_net}
   vars:
-    lvs_drain_address: 198.18.0.11
+    lvs_drain_addresses: [198.18.0.11]
     lvs_drain_name: rs1
     lvs_drain_action: drain
     lvs_drain_timeout_s: {timeout_s}

@@ -52,10 +52,11 @@ def test_a_reload_that_an_earlier_run_left_pending_is_notified_again():  # 4
     assert write["notify"] == "Reload keepalived"
     assert write["changed_when"] == ("lvs_director_config.changed or (lvs_director_host_reads.reads.reload_marker.rc"
                                      " == 0 and lvs_director_was_running)")
-    mark = by_name(config, "Mark the reload as pending until a handler has run it")
-    assert mark["when"] == "lvs_director_config is changed and lvs_director_was_running"
-    # Right after keepalived.conf, before the other files: a later failure leaves the reload due.
-    assert config.index(mark) == config.index(write) + 1
+    mark = by_name(config, "Mark the reload as pending before keepalived.conf changes, until a handler has run it")
+    assert mark["when"] == "not lvs_director_config_current and lvs_director_was_running"
+    # Right before keepalived.conf (issue 28, defect 18): a run stopped in the write step itself, or by any later
+    # step, leaves the reload due.
+    assert config.index(mark) == config.index(write) - 1
     forget = by_name(tasks("lvs_director", "handlers/main.yml"), "Forget the pending reload")
     assert forget["listen"] == ["Reload keepalived", "Restart keepalived"]
     assert forget["ansible.builtin.file"] == {"path": "{{ lvs_director_reload_marker_path }}", "state": "absent"}
@@ -230,3 +231,17 @@ def test_the_writing_steps_the_preflight_scenario_watches_are_tasks_of_the_roles
     names = {task["name"] for role in ("lvs_director", "lvs_realserver")
              for path in (ROLES / role / "tasks").glob("*.yml") for task in load_yaml(path) or []}
     assert set(check["vars"]["lvs_verify_writing_tasks"]) <= names
+
+
+def test_keepalived_checks_this_runs_config_before_any_file_of_the_director_changes():  # issue 28, defect 15
+    for entry in ("tasks/main.yml", "tasks/reconfigure.yml"):
+        steps = [task.get("ansible.builtin.import_tasks") for task in tasks("lvs_director", entry)]
+        assert steps.index("validate.yml") < steps.index("config.yml")
+        if "sysctl.yml" in steps:
+            assert steps.index("validate.yml") < min(steps.index("sysctl.yml"), steps.index("firewall.yml"))
+    (check,) = tasks("lvs_director", "tasks/validate.yml")
+    render = check["block"][0]["ansible.builtin.template"]
+    assert render["dest"] == "{{ lvs_director_check_path }}"
+    assert "--config-test" in render["validate"]
+    assert check["block"][0]["check_mode"] is False
+    assert load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_check_path"].startswith("/run/")

@@ -2,8 +2,9 @@
 
 Usage: python3 run_cases.py --jobs N PLAYBOOK INVENTORY CASE.yml [CASE.yml ...]
 
-Each run is `ansible-playbook PLAYBOOK -i INVENTORY -e @CASE.yml`, summarised as in run_playbook.py; the result maps
-each case file's name to {"rc", "tasks", "failures", "stderr", "seconds"}.
+Each run is `ansible-playbook PLAYBOOK -i INVENTORY -e @CASE.yml`, with `--limit` when the case sets
+`lvs_verify_limit`, summarised as in run_playbook.py; the result maps each case file's name to
+{"rc", "tasks", "failures", "stderr", "seconds"}.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_playbook import run  # noqa: E402
 
 
 def run_case(playbook: str, inventory: str, case: str) -> dict:
     started = time.monotonic()
-    outcome = run(playbook, ["--inventory", inventory, "--extra-vars", f"@{case}"])
+    limit = (yaml.safe_load(Path(case).read_text(encoding="utf-8")) or {}).get("lvs_verify_limit")
+    outcome = run(playbook, ["--inventory", inventory, "--extra-vars", f"@{case}"]
+                  + (["--limit", str(limit)] if limit else []))
     outcome["seconds"] = round(time.monotonic() - started, 1)
     return outcome
 

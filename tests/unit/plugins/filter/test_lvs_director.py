@@ -190,7 +190,8 @@ def test_a_correct_pair_has_no_problem():
             id="peers differ in secret",
         ),
         pytest.param(
-            {"vrrp_instances": instance(unicast_src_ip="198.18.0.11", unicast_peers=[])}, {},
+            {"vrrp_instances": instance(unicast_src_ip="198.18.0.11", unicast_peers=[])},
+            {"vrrp_instances": instance(unicast_src_ip="198.18.0.12", unicast_peers=["198.18.0.11"])},
             ["dir1: lvs_director_vrrp_instances[VI_LVS].unicast_peers is empty while unicast is configured "
              "(unicast_src_ip or unicast_peers is set); list the other directors' addresses, or drop both keys for "
              "multicast"],

@@ -246,7 +246,9 @@ def test_a_virtual_server_with_a_real_server_of_the_other_family_is_refused():
 ])
 def test_unicast_addresses_of_the_other_family_are_refused(fields, message):
     instances = [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP], **fields}]
-    assert errors(dir1={"vrrp_instances": instances}) == [message]
+    peer = [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP], "unicast_src_ip": "198.18.0.12",
+             "unicast_peers": ["198.18.0.11"]}]
+    assert errors(dir1={"vrrp_instances": instances}, dir2={"vrrp_instances": peer}) == [message]
 
 
 # ------------------------------------------------------------------------------------------------ vrrp_sync_group

@@ -25,7 +25,10 @@ from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
 )
 
 KEY = f"lvs_director_virtual_servers[{VIP}:80]"
-SAFE = {"exists": True, "executable": True, "uid": 0, "mode": "0755", "folder": {"uid": 0, "mode": "0755"}}
+# A program and every folder above it as lvs_director_script_stats gives them: root-owned, not writable by others.
+SAFE = {"exists": True, "executable": True, "uid": 0, "gid": 0, "mode": "0755",
+        "folders": [{"path": path, "uid": 0, "gid": 0, "mode": "0755"}
+                    for path in ("/", "/usr", "/usr/local", "/usr/local/sbin")]}
 
 
 def settings(host, **overrides):
@@ -215,10 +218,12 @@ def test_peers_that_serve_one_vip_differently_are_refused_with_a_diff(dir2, deta
                      "mode 0777), so keepalived's script security disables it (\"Unsafe permissions\"); make it "
                      "root-owned and not group- or other-writable (chown root:root, chmod go-w) or deploy it with "
                      "lvs_director_script_files", id="world-writable"),
-        pytest.param({**SAFE, "folder": {"uid": 0, "mode": "1777"}}, "but its folder /usr/local/sbin is writable by a "
-                     "non-root user (owner uid 0, mode 1777), so keepalived's script security disables it (\"Unsafe "
-                     "permissions\"); make it root-owned and not group- or other-writable (chown root:root, chmod "
-                     "go-w) or deploy it with lvs_director_script_files", id="folder writable"),
+        pytest.param({**SAFE, "folders": [*SAFE["folders"][:3],
+                                          {"path": "/usr/local/sbin", "uid": 0, "gid": 0, "mode": "0777"}]},
+                     "but its folder /usr/local/sbin is writable by a non-root user (owner uid 0, mode 0777), so "
+                     "keepalived's script security disables it (\"Unsafe permissions\"); make it root-owned and not "
+                     "group- or other-writable (chown root:root, chmod go-w) or deploy it with "
+                     "lvs_director_script_files", id="folder writable"),
     ],
 )
 def test_a_misc_check_script_keepalived_would_disable_is_refused(stat, problem):  # 1
@@ -285,7 +290,7 @@ def test_inhibit_on_failure_is_the_default():  # 7
     assert config["virtual_servers"][0]["inhibit_on_failure"] is True
 
 
-@pytest.mark.parametrize(("protocol", "check"), [("TCP", "TCP_CHECK"), ("UDP", "UDP_CHECK"), ("SCTP", "TCP_CHECK")])
+@pytest.mark.parametrize(("protocol", "check"), [("TCP", "TCP_CHECK"), ("UDP", "UDP_CHECK"), ("SCTP", "PING_CHECK")])
 def test_a_service_without_a_check_gets_one_that_speaks_its_protocol(protocol, check):  # 2
     config = lvs_director_resolve(settings("dir1", virtual_servers=service(protocol=protocol)))
     assert {real["check"]["type"] for real in config["virtual_servers"][0]["real_servers"]} == {check}
@@ -320,23 +325,29 @@ def test_stat_results_become_each_programs_facts_with_its_folders():  # 1
 
     results = [
         {"item": "/usr/local/sbin/chk", "stat": {"exists": True, "isreg": True, "executable": True, "uid": 1000,
-                                                 "mode": "0755"}},
-        {"item": "/usr/local/sbin", "stat": {"exists": True, "isdir": True, "executable": True, "uid": 0,
+                                                 "gid": 1000, "mode": "0755"}},
+        {"item": "/usr/local/sbin", "stat": {"exists": True, "isdir": True, "executable": True, "uid": 0, "gid": 0,
                                              "mode": "0755"}},
+        {"item": "/", "stat": {"exists": True, "isdir": True, "executable": True, "uid": 0, "gid": 0,
+                               "mode": "0755"}},
         {"item": "/gone", "stat": {"exists": False}},
     ]
     facts = lvs_director_script_stats(results)
-    assert facts["/usr/local/sbin/chk"] == {"exists": True, "executable": True, "uid": 1000, "mode": "0755",
-                                            "folder": {"exists": True, "executable": True, "uid": 0, "mode": "0755"}}
+    folder = {"exists": True, "executable": True, "uid": 0, "gid": 0, "mode": "0755"}
+    # Folders come from / down; one that was not looked at (/usr, /usr/local here) is left out.
+    assert facts["/usr/local/sbin/chk"] == {"exists": True, "executable": True, "uid": 1000, "gid": 1000,
+                                            "mode": "0755", "folders": [{**folder, "path": "/"},
+                                                                        {**folder, "path": "/usr/local/sbin"}]}
     assert facts["/gone"]["exists"] is False
 
 
-def test_the_preflight_looks_at_each_program_it_does_not_deploy_and_at_its_folder():  # 1
+def test_the_preflight_looks_at_each_program_it_does_not_deploy_and_at_every_folder_above_it():  # 1
     from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_script_lookups
 
     config = lvs_director_resolve(settings(
         "dir1", script_files=["/etc/keepalived/chk_vip"],
         vrrp_scripts=[{"name": "a", "script": "/etc/keepalived/chk_vip"}, {"name": "b", "script": "/usr/bin/true x"},
                       {"name": "c", "script": "/usr/local/sbin/chk"}]))
-    assert lvs_director_script_lookups(config) == ["/usr/bin/true", "/usr/local/sbin/chk", "/usr/bin",
-                                                   "/usr/local/sbin"]
+    # keepalived's check_security (lib/notify.c) looks at every folder from / down, so the preflight does too.
+    assert lvs_director_script_lookups(config) == ["/usr/bin/true", "/usr/local/sbin/chk", "/", "/usr", "/usr/bin",
+                                                   "/usr/local", "/usr/local/sbin"]
