@@ -1,3 +1,5 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Inventory checks that playbooks/site.yml runs before anything changes.
 
 A typo in a group name or a host without an address otherwise surfaces much later, as a play that silently matches

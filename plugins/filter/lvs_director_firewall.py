@@ -1,3 +1,5 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a director's firewall must let in, and whether the running nftables ruleset does.
 
 A director needs three flows in: VRRP adverts from its peers (IP protocol 112, IPv6 next header 112; without them

@@ -1,3 +1,5 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """systemd or SysV for what the LVS roles start at boot (keepalived; the real server's VIP unit), decided in one place.
 
 An operator's choice ('systemd' or 'sysv') wins. With 'auto', the gathered fact service_mgr answers when facts were

@@ -1,3 +1,5 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Mistakes in one LVS real server's settings, found before the lvs_realserver role changes anything, and the VIPs to
 add to or remove from ``lo``.
 

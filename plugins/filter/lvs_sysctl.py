@@ -1,3 +1,5 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which kernel settings to apply now, from what ``sysctl -e KEY...`` printed.
 
 The LVS roles persist their settings in /etc/sysctl.d and apply only those that differ, so a second run reports no

@@ -1,3 +1,5 @@
+# Copyright: hpc.balance contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """LVS weights from measured capacity: the network half of playbooks/rebalance.yml.
 
 wrr and wlc send each real server a share of the new connections in proportion to its weight, so a pool of unequal

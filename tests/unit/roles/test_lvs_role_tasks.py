@@ -142,9 +142,24 @@ def test_the_lo_plan_comes_from_the_preflights_read_of_every_address():
 
 
 def test_check_mode_reports_a_vip_no_longer_listed_as_changed_without_removing_it():
-    remove = by_name(tasks("lvs_realserver", "tasks/vips.yml"), REMOVE_VIPS)
+    remove = by_name(tasks("lvs_realserver", "tasks/remove_vips.yml"), REMOVE_VIPS)
     assert remove["ansible.builtin.command"]["removes"] == "/proc/sys/net/ipv4/conf/lo"
     assert remove["changed_when"] is True
+
+
+def test_lvs_yml_takes_a_removed_vip_off_the_real_servers_only_after_the_directors():  # issue 28, defect 16
+    """A VIP the directors still forward must stay on the real servers' lo until the directors' play has run."""
+    plays = load_yaml(ROLES.parent / "playbooks" / "lvs.yml")
+    names = [play["name"] for play in plays]
+    real, directors = names.index("Network layer - real servers"), names.index("Network layer - directors")
+    removal = names.index("Network layer - real servers drop the VIPs no director forwards any more")
+    assert real < directors < removal
+    assert plays[real]["roles"][0]["lvs_realserver_defer_vip_removal"] is True
+    include = plays[removal]["tasks"][0]["ansible.builtin.include_role"]
+    assert include == {"name": "hpc.balance.lvs_realserver", "tasks_from": "remove_vips"}
+    vips = tasks("lvs_realserver", "tasks/vips.yml")
+    deferred = [task for task in vips if task.get("ansible.builtin.import_tasks") == "remove_vips.yml"]
+    assert deferred[0]["when"] == "not lvs_realserver_defer_vip_removal | bool"
 
 
 def test_check_mode_reports_a_pending_arp_setting_as_changed_without_applying_it():
