@@ -19,6 +19,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_drain import drai
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_pool_problems import (
     pool_problems,
     real_server_addresses,
+    values_by_address,
 )
 
 
@@ -82,6 +83,17 @@ def lvs_removal_problems(proc_ip_vs: str, config: dict[str, Any]) -> list[dict[s
     return [finding([host], message) for message in removal_problems(host, config, services)]
 
 
+def lvs_pool_values_by_address(values: dict[str, Any], real_servers: list[dict[str, Any]],
+                               configs: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """{host: value} -> {address: value}, under every address the directors' virtual servers list each host by."""
+    if not isinstance(values, Mapping):
+        raise AnsibleFilterError(f"lvs_pool_values_by_address: expects {{host: value}}, got {values!r}")
+    try:
+        return values_by_address(dict(values), real_servers or [], [config for config in configs or [] if config])
+    except ValueError as error:
+        raise AnsibleFilterError(f"lvs_pool_values_by_address: {error}") from None
+
+
 class FilterModule:
     """Directors against their real servers."""
 
@@ -91,5 +103,6 @@ class FilterModule:
             "lvs_pool_problems": lvs_pool_problems,
             "lvs_pool_real_server_addresses": lvs_pool_real_server_addresses,
             "lvs_drain_problems": lvs_drain_problems,
+            "lvs_pool_values_by_address": lvs_pool_values_by_address,
             "lvs_removal_problems": lvs_removal_problems,
         }

@@ -80,3 +80,28 @@ def pool_problems(configs: list[dict[str, Any]], real_servers: list[dict[str, An
                         f"packet for {vip} while keepalived's check passes; add {vip} to lvs_realserver_vips of "
                         f"{name}")))
     return errors
+
+
+def values_by_address(values: dict[str, Any], real_servers: list[dict[str, Any]],
+                      configs: list[dict[str, Any]]) -> dict[str, Any]:
+    """{host: value} -> {address: value} for every address under which the configs list each host.
+
+    Raises ValueError naming each host the virtual servers list under none of its addresses: a value keyed by a
+    management address would match no real server, and nothing it decides would be applied.
+    """
+    by_address: dict[str, Any] = {}
+    unlisted = []
+    for entry in real_servers:
+        if entry["host"] not in values:
+            continue
+        addresses = real_server_addresses(entry, configs)
+        if not addresses:
+            unlisted.append(f"{entry['host']} ({', '.join(entry['addresses'])})")
+        for address in addresses:
+            by_address[address] = values[entry["host"]]
+    if unlisted:
+        raise ValueError(
+            f"{'; '.join(unlisted)}: no virtual server lists {'this host' if len(unlisted) == 1 else 'these hosts'} "
+            "under any of these addresses; list the addresses the directors use in lvs_realserver_service_addresses"
+        )
+    return by_address

@@ -17,7 +17,7 @@ PLAYBOOK = ROOT / "playbooks" / "rebalance.yml"
 LOCAL = f"ansible_connection: local, ansible_python_interpreter: {sys.executable}"
 
 
-def rebalance(tmp_path, *extra, check=False):
+def rebalance(tmp_path, *extra, check=False, rs2="ansible_host: 198.18.0.22"):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(f"""
 all:
@@ -25,7 +25,7 @@ all:
     lvs_realservers:
       hosts:
         rs1: {{ansible_host: 198.18.0.21, {LOCAL}}}
-        rs2: {{ansible_host: 198.18.0.22, {LOCAL}}}
+        rs2: {{{rs2}, {LOCAL}}}
     lvs_directors:
       hosts:
         dir1:
@@ -86,3 +86,25 @@ def test_an_unknown_capacity_source_is_refused_before_anything_runs(tmp_path):
     assert results(run, "Check the capacity source")[0]["msg"] == (
         "hpc_balance_rebalance_lvs_capacity_source is ping: use none, iperf3 (needs an lvs_clients host), vcpus, or "
         "given with hpc_balance_rebalance_lvs_capacity as {real server: capacity}")
+
+
+def test_weights_are_keyed_by_the_address_the_directors_list_not_a_management_ansible_host(tmp_path):
+    # Issue 28, defect 14: rs2 is reached over 10.9.0.22; the virtual server lists it as 198.18.0.22.
+    # Capacities within the hysteresis: the plan keeps the weights, so no director is reconfigured here.
+    rc, run = rebalance(tmp_path, "-e", "hpc_balance_rebalance_lvs_capacity_source=given",
+                        "-e", '{"hpc_balance_rebalance_lvs_capacity": {"rs1": 520, "rs2": 480}}',
+                        rs2="ansible_host: 10.9.0.22, lvs_realserver_service_addresses: [198.18.0.22]", check=True)
+    assert rc == 0, run
+    planned = results(run, "Plan the weights (the same plan for every director)")
+    (plan,) = [result["ansible_facts"]["hpc_balance_rebalance_lvs_plan"] for result in planned]
+    assert plan["capacities"] == {"198.18.0.21": 520, "198.18.0.22": 480}
+    shown = results(run, "Show each real server's capacity, share and weight, before and after")[0]["results"]
+    assert shown[1]["msg"].startswith("rs2 (198.18.0.22): capacity 480")
+
+
+def test_a_real_server_listed_under_none_of_its_addresses_stops_the_plan_by_name(tmp_path):
+    rc, run = rebalance(tmp_path, "-e", "hpc_balance_rebalance_lvs_capacity_source=given",
+                        "-e", '{"hpc_balance_rebalance_lvs_capacity": {"rs1": 520, "rs2": 480}}',
+                        rs2="ansible_host: 10.9.0.22", check=True)
+    assert rc != 0
+    assert "rs2 (10.9.0.22): no virtual server lists this host" in json.dumps(run)

@@ -18,6 +18,7 @@ from ansible_collections.hpc.balance.plugins.filter.lvs_pool import (
     lvs_pool_problems,
     lvs_pool_real_server_addresses,
     lvs_pool_real_servers,
+    lvs_pool_values_by_address,
 )
 
 HOSTVARS = {
@@ -92,3 +93,17 @@ def test_the_addresses_a_host_is_listed_under_are_those_of_the_directors_service
 def test_a_vip_list_that_is_not_a_list_is_refused_with_the_host_named():
     with pytest.raises(AnsibleFilterError, match="rs1: lvs_realserver_vips must be a list"):
         lvs_pool_real_servers(["rs1"], {"rs1": {"lvs_realserver_vips": VIP}})
+
+
+def test_values_per_host_are_keyed_by_the_addresses_the_directors_list():
+    hostvars = {**HOSTVARS, "rs2": {"ansible_host": "10.9.0.22", "lvs_realserver_service_addresses": ["198.18.0.22"]}}
+    entries = lvs_pool_real_servers(["rs1", "rs2"], hostvars)
+    assert lvs_pool_values_by_address({"rs1": 8, "rs2": 4}, entries, configs()) == {"198.18.0.21": 8,
+                                                                                    "198.18.0.22": 4}
+
+
+def test_a_host_listed_under_none_of_its_addresses_is_refused_by_name():
+    hostvars = {**HOSTVARS, "rs2": {"ansible_host": "10.9.0.22"}}
+    entries = lvs_pool_real_servers(["rs1", "rs2"], hostvars)
+    with pytest.raises(AnsibleFilterError, match=r"rs2 \(10\.9\.0\.22\): no virtual server lists this host"):
+        lvs_pool_values_by_address({"rs1": 8, "rs2": 4}, entries, configs())
