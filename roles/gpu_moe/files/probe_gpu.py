@@ -17,6 +17,13 @@ What it reads and why:
   Compatibility": CUDA 13.x needs driver >= 580, CUDA 12.x >= 525.60.13, CUDA 11.x >= 450.80.02 (Linux).
 - /usr/local/cuda*/compat/libcuda.so.*: NVIDIA's CUDA forward-compatibility package (cuda-compat-13-0), which lets
   a data-center GPU with an older driver run a newer CUDA build when it is on LD_LIBRARY_PATH.
+- The compute capability against the CUDA build's floor: CUDA 13.0's release notes remove offline compilation and
+  library support for compute capability below 7.5 (Maxwell, Pascal, Volta; announced in CUDA 12.9's notes), CUDA
+  12.0's removed Kepler (below 5.0). A V100 (7.0) on an R580 driver passes the driver check and fails at the first
+  kernel, so it is refused here with the fix: a CUDA 12.x build of torch.
+- `nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits` (the manual's
+  "--query-compute-apps"): the processes that hold each GPU now. A GPU that a training job holds is marked busy, so
+  the smoke test leaves it alone.
 
 Usage: probe_gpu.py --nvidia-smi nvidia-smi --cuda-build 13.0|cpu [--require-gpu] [--allow-mig]
 """
@@ -36,6 +43,9 @@ import sys
 DRIVER_FLOOR = {13: "580.00", 12: "525.60.13", 11: "450.80.02"}
 # The driver branch each floor belongs to, for messages.
 DRIVER_BRANCH = {13: "R580", 12: "R525", 11: "R450"}
+# Lowest compute capability per CUDA major version (CUDA 13.0 release notes: below 7.5 removed; CUDA 12.0: Kepler
+# removed, so 5.0; CUDA 11.x still built for 3.5).
+COMPUTE_CAPABILITY_FLOOR = {13: (7, 5), 12: (5, 0), 11: (3, 5)}
 FULL_FIELDS = "index,uuid,name,driver_version,memory.total,compute_cap,mig.mode.current,compute_mode"
 FIELD_SETS = [
     FULL_FIELDS,
@@ -70,9 +80,44 @@ def parse_gpus(fields: str, text: str) -> list[dict]:
                 "compute_capability": row.get("compute_cap") or "unknown",
                 "mig_mode": row.get("mig.mode.current"),
                 "compute_mode": row.get("compute_mode"),
+                # Filled by gather() from --query-compute-apps: the processes that hold this GPU now.
+                "busy_pids": [],
             }
         )
     return gpus
+
+
+def parse_compute_apps(text: str) -> dict[str, list[dict]]:
+    """nvidia-smi --query-compute-apps CSV (noheader, nounits: gpu_uuid, pid, used_memory) -> processes per GPU uuid."""
+    apps: dict[str, list[dict]] = {}
+    for line in text.splitlines():
+        values = [value.strip() for value in line.split(",")]
+        if len(values) != 3 or not values[0].startswith(("GPU-", "MIG-")) or not values[1].isdigit():
+            continue
+        used = int(values[2]) if values[2].isdigit() else None
+        apps.setdefault(values[0], []).append({"pid": int(values[1]), "used_memory_mib": used})
+    return apps
+
+
+def compute_capability_problem(gpu: dict, cuda_build: str, torch_label: str) -> str | None:
+    """A GPU below the CUDA build's compute-capability floor, with the fix; None when it is fine or unknown."""
+    major = int(cuda_build.split(".")[0])
+    floor = COMPUTE_CAPABILITY_FLOOR.get(major)
+    found = version_tuple(gpu["compute_capability"] or "")
+    if floor is None or len(found) < 2 or found[:2] >= floor:
+        return None
+    older = max((m for m, f in COMPUTE_CAPABILITY_FLOOR.items() if found[:2] >= f), default=None)
+    fix = (
+        f"install a torch built for CUDA {older}.x, for example X.Y.Z+cu{older}6 from "
+        f"https://download.pytorch.org/whl/cu{older}6 with gpu_moe_torch_cuda: '{older}.6'"
+        if older
+        else "use a newer GPU"
+    )
+    return (
+        f"GPU {gpu['index']} ({gpu['name']}) has compute capability {gpu['compute_capability']}, but {torch_label} "
+        f"is a CUDA {cuda_build} build, whose kernels start at compute capability {floor[0]}.{floor[1]} "
+        f"(CUDA {major}.0 release notes): {fix}"
+    )
 
 
 def kernel_driver_version(text: str | None) -> str | None:
@@ -171,6 +216,7 @@ def assess(facts: dict, cuda_build: str, require_gpu: bool, allow_mig: bool, tor
                 )
             elif found:
                 problems.append(found[0])
+            problems.extend(filter(None, (compute_capability_problem(gpu, cuda_build, torch_label) for gpu in gpus)))
         for gpu in gpus:
             if gpu["mig_mode"] == "Enabled":
                 text = (
@@ -190,6 +236,11 @@ def assess(facts: dict, cuda_build: str, require_gpu: bool, allow_mig: bool, tor
                     f"GPU {gpu['index']} ({gpu['name']}) is in compute mode Prohibited: no process may "
                     f"use it; set it back with nvidia-smi -i {gpu['index']} -c DEFAULT"
                 )
+            if gpu["busy_pids"]:
+                notes.append(
+                    f"GPU {gpu['index']} is busy (processes {', '.join(map(str, gpu['busy_pids']))}): the smoke test "
+                    "leaves it alone"
+                )
             elif gpu["compute_mode"] == "Exclusive_Process":
                 notes.append(
                     f"GPU {gpu['index']} is in compute mode Exclusive_Process: the smoke test fails on it "
@@ -201,6 +252,7 @@ def assess(facts: dict, cuda_build: str, require_gpu: bool, allow_mig: bool, tor
     return {
         "mode": mode,
         "gpus": gpus,
+        "idle_gpu_uuids": [gpu["uuid"] for gpu in gpus if not gpu["busy_pids"] and gpu["uuid"]],
         "gpu_lines": [
             f"GPU {gpu['index']}: {gpu['name']}, driver {gpu['driver']}, {gpu['memory_mib']} MiB, compute capability "
             f"{gpu['compute_capability']}, MIG {gpu['mig_mode'] or 'n/a'}, compute mode {gpu['compute_mode'] or 'n/a'}"
@@ -213,10 +265,10 @@ def assess(facts: dict, cuda_build: str, require_gpu: bool, allow_mig: bool, tor
     }
 
 
-def run_smi(command: str, fields: str) -> tuple[int, str]:
+def run_smi(command: str, fields: str, query: str = "--query-gpu") -> tuple[int, str]:
     try:
         done = subprocess.run(
-            [command, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+            [command, f"{query}={fields}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -240,6 +292,12 @@ def gather(command: str) -> dict:
                 break
         if smi["rc"] == 0:
             gpus = parse_gpus(smi["fields"], smi["output"])
+    apps: dict[str, list[dict]] = {}
+    if gpus:
+        rc, output = run_smi(command, "gpu_uuid,pid,used_memory", query="--query-compute-apps")
+        apps = parse_compute_apps(output) if rc == 0 else {}
+    for gpu in gpus:
+        gpu["busy_pids"] = [app["pid"] for app in apps.get(gpu["uuid"] or "", [])]
     try:
         with open("/proc/driver/nvidia/version") as handle:
             kernel = kernel_driver_version(handle.read())

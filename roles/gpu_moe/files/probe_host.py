@@ -264,6 +264,12 @@ def main():
             "libc": libc,
             "glibc": libc_version if libc == "glibc" else None,
             "can_create_venv": all(importlib.util.find_spec(mod) is not None for mod in ("venv", "ensurepip")),
+            # A venv's own interpreter: a venv made from it with --system-site-packages sees the *base* interpreter's
+            # site-packages (sys.base_prefix, Python's venv documentation), not this venv's, so its torch would vanish.
+            "in_venv": sys.prefix != sys.base_prefix,
+            # pip in this interpreter: the index mode's dry run (pip install --dry-run) needs it before any venv exists.
+            "has_pip": importlib.util.find_spec("pip") is not None,
+            "base_prefix": sys.base_prefix,
             "packages": system_packages,
             "unmet": unmet(args.want_system, system_packages),
             "error": system_error,

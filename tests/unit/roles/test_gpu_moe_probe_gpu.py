@@ -4,7 +4,9 @@ Every answer follows NVIDIA's nvidia-smi manual for `--query-gpu=FIELDS --format
 GPU, the fields in the order asked, separated by ", ", "[N/A]" for a field that does not apply (mig.mode.current on a
 GPU without MIG), compute_mode one of Default / Exclusive_Process / Prohibited, mig.mode.current Enabled / Disabled.
 Driver floors: CUDA Toolkit release notes, "Minimum Required Driver Version for CUDA Minor Version Compatibility"
-(CUDA 13.x >= 580, 12.x >= 525.60.13).
+(CUDA 13.x >= 580, 12.x >= 525.60.13). Compute-capability floors: CUDA 13.0's release notes remove compute capability
+below 7.5 (Maxwell, Pascal, Volta), CUDA 12.0's remove Kepler. `--query-compute-apps=gpu_uuid,pid,used_memory
+--format=csv,noheader,nounits` answers one line per process holding a GPU: "GPU-<uuid>, <pid>, <MiB>".
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def test_every_field_of_each_gpu_is_read():
         "compute_capability": "9.0",
         "mig_mode": "Disabled",
         "compute_mode": "Default",
+        "busy_pids": [],
     }
 
 
@@ -218,3 +221,49 @@ def test_each_gpu_gets_a_line_for_the_report():
         "GPU 0: NVIDIA GeForce RTX 4090, driver 580.65.06, 24564 MiB, compute capability 8.9, MIG n/a, "
         "compute mode Exclusive_Process"
     ]
+
+
+# A V100 (compute capability 7.0) on an R580 driver: the driver runs CUDA 13, the GPU does not.
+V100_R580 = "0, GPU-00000000-1111-2222-3333-444444444444, Tesla V100-SXM2-32GB, 580.65.06, 32768, 7.0, [N/A], Default\n"
+# A T4 (7.5), the oldest GPU CUDA 13 still builds for.
+T4_R580 = "0, GPU-99999999-1111-2222-3333-444444444444, Tesla T4, 580.65.06, 15360, 7.5, [N/A], Default\n"
+
+
+def test_a_gpu_below_cuda_13s_compute_capability_floor_is_refused_with_a_cuda_12_build_as_the_fix():
+    problems = assess(facts(V100_R580))["problems"]
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(
+        "GPU 0 (Tesla V100-SXM2-32GB) has compute capability 7.0, but torch 2.13.0 is a CUDA 13.0 build, whose kernels "
+        "start at compute capability 7.5"
+    )
+    assert "install a torch built for CUDA 12.x" in problems[0] and "gpu_moe_torch_cuda: '12.6'" in problems[0]
+
+
+def test_the_same_gpu_passes_with_a_cuda_12_build_and_the_floor_gpu_with_cuda_13():
+    assert assess(facts(V100_R580), cuda="12.6")["problems"] == []
+    assert assess(facts(T4_R580))["problems"] == []
+
+
+def test_an_unknown_compute_capability_is_not_refused():
+    host = facts(H200_R580.replace(", 9.0,", ", [N/A],"))
+    assert assess(host)["problems"] == []
+
+
+def test_busy_gpus_come_from_the_compute_apps_answer_and_are_left_out_of_the_idle_list():
+    apps = probe_gpu.parse_compute_apps(
+        "GPU-7d3b8a2f-9cae-4b4d-8f1a-2b3c4d5e6f70, 41213, 70312\n"
+        "GPU-7d3b8a2f-9cae-4b4d-8f1a-2b3c4d5e6f70, 41214, 512\n"
+        "No running processes found\n"
+    )
+    assert apps == {
+        "GPU-7d3b8a2f-9cae-4b4d-8f1a-2b3c4d5e6f70": [
+            {"pid": 41213, "used_memory_mib": 70312},
+            {"pid": 41214, "used_memory_mib": 512},
+        ]
+    }
+    host = facts(H200_R580)
+    host["gpus"][1]["busy_pids"] = [41213, 41214]
+    verdict = assess(host)
+    assert verdict["problems"] == []
+    assert verdict["idle_gpu_uuids"] == ["GPU-5c2a6f1e-8b9d-4a3c-9e0f-1a2b3c4d5e6f"]
+    assert "GPU 1 is busy (processes 41213, 41214): the smoke test leaves it alone" in verdict["notes"]

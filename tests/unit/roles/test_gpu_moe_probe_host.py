@@ -8,7 +8,11 @@ alone must not re-copy the 2.8 GiB CUDA stack; a build must not start without th
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import venv as stdlib_venv
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -135,3 +139,20 @@ def test_a_missing_folder_is_measured_on_its_nearest_existing_parent(tmp_path):
 def test_the_jit_toolchain_names_the_compiler_and_the_header():
     toolchain = probe_host.jit_toolchain()
     assert toolchain["python_h"].endswith("Python.h") and set(toolchain) == {"cc", "python_h", "python_h_exists"}
+
+
+def test_a_venvs_interpreter_says_so_and_names_its_base(tmp_path):
+    """Run for real: the probe under a venv's python (made with the stdlib venv, no pip) and under its base python."""
+    stdlib_venv.EnvBuilder(with_pip=False).create(tmp_path / "v")
+    probe = Path(__file__).resolve().parents[3] / "roles" / "gpu_moe" / "files" / "probe_host.py"
+    args = ["--venv", str(tmp_path / "none"), "--venvs-dir", str(tmp_path / "venvs"), "--stage-dir", str(tmp_path)]
+    args += ["--stack-key", "k", "--marker", "m.json", "--wheel-sha256", "0" * 64, "--wheel-version", "0.1.0"]
+    seen = {}
+    for name, python in (
+        ("venv", tmp_path / "v" / "bin" / "python"),
+        ("base", Path(sys.base_prefix) / "bin" / "python3"),
+    ):
+        done = subprocess.run([str(python), str(probe), *args], capture_output=True, text=True, check=True, timeout=60)
+        seen[name] = json.loads(done.stdout)["python"]
+    assert seen["venv"]["in_venv"] is True and seen["venv"]["base_prefix"] == sys.base_prefix
+    assert seen["base"]["in_venv"] is False
