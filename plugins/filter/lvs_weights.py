@@ -32,6 +32,10 @@ from ansible_collections.hpc.balance.plugins.module_utils._ipvs_grading import w
 DEFAULT_MAX_WEIGHT = 100
 # Shares that move by less than this many percentage points leave the weights as they are.
 DEFAULT_MIN_CHANGE_PERCENT = 5.0
+# One run moves no server's share by more than this many percentage points; the next run moves on from there.
+DEFAULT_MAX_SHARE_STEP_PERCENT = 50.0
+# Capacities further apart than this (largest / smallest) read as a failed measurement, not as a real pool.
+DEFAULT_MAX_CAPACITY_RATIO = 20.0
 # The smallest weights whose shares are within this many percentage points of the capacities' shares are used.
 DEFAULT_SHARE_TOLERANCE_PERCENT = 1.0
 # ipvsadm accepts weights 0-65535 (ipvsadm(8) --weight); 0 would drain, which is the drain playbook's job.
@@ -84,6 +88,31 @@ def _smallest_weights(measured: dict[str, int | float], max_weight: int,
     return _scaled(measured, max_weight)
 
 
+def _check_spread(measured: dict[str, int | float], max_capacity_ratio: float) -> None:
+    """Refuse capacities so far apart that one of them is more likely a failed test than a real server."""
+    largest, smallest = max(measured, key=measured.get), min(measured, key=measured.get)
+    ratio = measured[largest] / measured[smallest]
+    if ratio > max_capacity_ratio:
+        raise AnsibleFilterError(
+            f"lvs_weights: {smallest} measured {measured[smallest]:g} and {largest} {measured[largest]:g}, "
+            f"{ratio:.1f} times as much (more than max_capacity_ratio {max_capacity_ratio:g}); a measurement this far "
+            "apart is more often a failed test (a busy link, a test cut short) than a real pool, and the weights would "
+            f"send {smallest} almost nothing. Measure again, drain a server that cannot serve "
+            "(playbooks/lvs_drain.yml), or raise hpc_balance_rebalance_lvs_max_capacity_ratio"
+        )
+
+
+def _stepped_toward(before: dict[str, float], target: dict[str, float],
+                    step_percent: float) -> tuple[dict[str, float], bool]:
+    """(shares moved from ``before`` toward ``target`` by one factor for every server, so that none moves by more
+    than step_percent points (the same factor keeps the shares summing to 1), whether they stop short of it)."""
+    largest = max(abs(target[name] - before[name]) for name in target) * 100.0
+    if largest <= step_percent + 1e-9:  # float sums: 0.7 + 0.2 is a hair above 0.9
+        return target, False
+    factor = step_percent / largest
+    return {name: before[name] + factor * (target[name] - before[name]) for name in target}, True
+
+
 def _service_name(server: dict[str, Any]) -> str:
     """'TCP 198.18.0.100:80' for one of lvs_director_virtual_servers (IPv6 in brackets)."""
     address = address_spelling(server.get("address"))
@@ -131,7 +160,9 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
                 max_weight: int = DEFAULT_MAX_WEIGHT,
                 min_change_percent: float = DEFAULT_MIN_CHANGE_PERCENT,
                 share_tolerance_percent: float = DEFAULT_SHARE_TOLERANCE_PERCENT,
-                virtual_servers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                virtual_servers: list[dict[str, Any]] | None = None,
+                max_share_step_percent: float = DEFAULT_MAX_SHARE_STEP_PERCENT,
+                max_capacity_ratio: float = DEFAULT_MAX_CAPACITY_RATIO) -> dict[str, Any]:
     """{real server: capacity} -> the plan ``{weights, before, after, change_percent, changed, reason}``.
 
     capacities         -- measured capacity per real server (any unit, the same for all: bit/s, vCPUs, requests/s)
@@ -144,6 +175,9 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
     virtual_servers    -- lvs_director_virtual_servers (lvs_sched, real_servers): a service whose scheduler does not
                           split by weight is named in ``skipped``; when none does, the weights are kept; an fo or ovf
                           service whose real servers' weights would move is refused (None or []: all split by weight)
+    max_share_step_percent -- one run moves no share by more than this many points: a larger move goes part of the
+                          way (``stepped`` true), and the next run, measuring again, goes on
+    max_capacity_ratio -- capacities further apart than this (largest / smallest) are refused as a bad measurement
 
     ``before`` and ``after`` are the shares in percent; ``weights`` is what to apply (the current ones when unchanged).
     """
@@ -153,10 +187,20 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
         max_weight = int(max_weight)
         min_change_percent = float(min_change_percent)
         share_tolerance_percent = float(share_tolerance_percent)
+        max_share_step_percent = float(max_share_step_percent)
+        max_capacity_ratio = float(max_capacity_ratio)
     except (TypeError, ValueError):
         raise AnsibleFilterError(
-            "lvs_weights: max_weight must be a whole number, min_change_percent and share_tolerance_percent numbers"
+            "lvs_weights: max_weight must be a whole number; min_change_percent, share_tolerance_percent, "
+            "max_share_step_percent and max_capacity_ratio numbers"
         ) from None
+    if not 0 < max_share_step_percent <= 100:
+        raise AnsibleFilterError(
+            f"lvs_weights: max_share_step_percent is {max_share_step_percent:g}; "
+            "use more than 0 and at most 100, e.g. 50"
+        )
+    if not max_capacity_ratio >= 1:
+        raise AnsibleFilterError(f"lvs_weights: max_capacity_ratio is {max_capacity_ratio:g}; use 1 or more, e.g. 20")
     if not WEIGHT_RANGE[0] <= max_weight <= WEIGHT_RANGE[1]:
         raise AnsibleFilterError(f"lvs_weights: max_weight is {max_weight}; use 1 to {WEIGHT_RANGE[1]}, e.g. 100")
     if min_change_percent < 0:
@@ -167,9 +211,12 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
         )
     weighted, skipped, ordered = _services_by_split(virtual_servers)
     measured = {str(name): _capacity(str(name), value) for name, value in capacities.items()}
-    proposed = _smallest_weights(measured, max_weight, share_tolerance_percent)
+    _check_spread(measured, max_capacity_ratio)
     in_use = {name: int((current or {}).get(name, 1)) for name in measured}
-    before, after = _shares(in_use), _shares(proposed)
+    before = _shares(in_use)
+    target, stepped = _stepped_toward(before, _shares(measured), max_share_step_percent)
+    proposed = _smallest_weights(target, max_weight, share_tolerance_percent)
+    after = _shares(proposed)
     change = max(abs(after[name] - before[name]) for name in measured) * 100.0
     splits_by_weight = bool(weighted) or not skipped
     if not splits_by_weight:
@@ -177,7 +224,9 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
         reason = "no virtual service splits new connections by weight, so new weights would give no new shares: kept"
     elif change > min_change_percent:
         changed = True
-        reason = f"the shares move by up to {change:.1f} points (more than {min_change_percent:g})"
+        reason = f"the shares move by up to {change:.1f} points (more than {min_change_percent:g})" + (
+            f"; one run moves a share by at most {max_share_step_percent:g} points, so a later run goes on"
+            if stepped else "")
     else:
         changed = False
         reason = f"the shares would move by {change:.1f} points at most (not more than {min_change_percent:g}): kept"
@@ -194,6 +243,7 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
         "reason": reason,
         "skipped": skipped,
         "splits_by_weight": splits_by_weight,
+        "stepped": bool(changed and stepped),
     }
 
 

@@ -42,7 +42,8 @@ def test_a_noisy_remeasurement_keeps_the_weights():
     ({"a": 1000, "b": 1}, {"a": 90, "b": 1}),  # never 0: a tiny server still serves; drain it to stop it
 ])
 def test_the_smallest_weights_within_one_point_of_the_capacity_shares(capacities, weights):
-    assert lvs_weights(capacities, min_change_percent=0)["proposed"] == weights
+    # The rounding is under test here, not the guard against a bad measurement (1000:1 passes it only when raised).
+    assert lvs_weights(capacities, min_change_percent=0, max_capacity_ratio=1000)["proposed"] == weights
 
 
 @pytest.mark.parametrize(("capacities", "weights"), [
@@ -51,7 +52,8 @@ def test_the_smallest_weights_within_one_point_of_the_capacity_shares(capacities
     ({"a": 1000, "b": 1}, {"a": 100, "b": 1}),
 ])
 def test_a_tolerance_of_zero_gives_the_largest_capacity_max_weight(capacities, weights):
-    assert lvs_weights(capacities, min_change_percent=0, share_tolerance_percent=0)["proposed"] == weights
+    plan = lvs_weights(capacities, min_change_percent=0, share_tolerance_percent=0, max_capacity_ratio=1000)
+    assert plan["proposed"] == weights
 
 
 def test_max_weight_caps_the_weights_when_no_smaller_ones_are_within_the_tolerance():
@@ -113,3 +115,39 @@ def test_max_weight_outside_what_ipvsadm_takes_is_refused():
 def test_a_share_tolerance_outside_0_to_100_is_refused(tolerance):
     with pytest.raises(AnsibleFilterError, match="share_tolerance_percent is .*; use 0 to 100, e.g. 1"):
         lvs_weights({"a": 1}, share_tolerance_percent=tolerance)
+
+
+def test_one_run_moves_no_share_further_than_the_step_and_the_next_run_goes_on():
+    # 1:1 in use, capacities 9:1: urs1's share would go from 50 to 90 %, 40 points; at most 20 per run.
+    first = lvs_weights({"urs1": 9, "urs2": 1}, current={"urs1": 1, "urs2": 1}, max_share_step_percent=20)
+    assert first["changed"] and first["stepped"]
+    assert first["after"] == {"urs1": 70.0, "urs2": 30.0} and first["weights"] == {"urs1": 7, "urs2": 3}
+    assert "one run moves a share by at most 20 points, so a later run goes on" in first["reason"]
+    second = lvs_weights({"urs1": 9, "urs2": 1}, current=first["weights"], max_share_step_percent=20)
+    assert second["after"] == {"urs1": 90.0, "urs2": 10.0} and not second["stepped"]
+    assert second["weights"] == {"urs1": 9, "urs2": 1}
+
+
+def test_the_default_step_lets_a_three_to_one_pool_settle_in_one_run():
+    plan = lvs_weights({"urs1": 900e6, "urs2": 300e6}, current={"urs1": 1, "urs2": 1})
+    assert plan["changed"] and not plan["stepped"] and plan["weights"] == {"urs1": 3, "urs2": 1}
+
+
+def test_capacities_too_far_apart_are_refused_as_a_bad_measurement():
+    # A 10 Gbit/s server measured at 80 Mbit/s (an iperf3 test cut short) beside one at 9.4 Gbit/s.
+    with pytest.raises(AnsibleFilterError) as caught:
+        lvs_weights({"urs1": 9.4e9, "urs2": 8e7}, current={"urs1": 1, "urs2": 1})
+    assert str(caught.value).startswith(
+        "lvs_weights: urs2 measured 8e+07 and urs1 9.4e+09, 117.5 times as much (more than max_capacity_ratio 20)"
+    )
+    assert lvs_weights({"urs1": 9.4e9, "urs2": 8e7}, max_capacity_ratio=200)["changed"]
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("max_share_step_percent", 0, "max_share_step_percent is 0; use more than 0 and at most 100"),
+    ("max_share_step_percent", 101, "max_share_step_percent is 101; use more than 0 and at most 100"),
+    ("max_capacity_ratio", 0.5, "max_capacity_ratio is 0.5; use 1 or more"),
+])
+def test_the_guards_own_settings_are_checked(option, value, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        lvs_weights({"a": 1, "b": 1}, **{option: value})
