@@ -41,3 +41,15 @@ def test_the_collection_is_installed_in_the_stage_that_holds_the_build_files():
 def test_dist_stays_out_of_git_and_of_the_collection_tarball():
     assert "/dist/" in (ROOT / ".gitignore").read_text().splitlines()
     assert "dist" in _load("galaxy.yml")["build_ignore"]
+
+
+def test_ansible_core_and_ansible_runner_are_the_versions_the_constraints_pin():
+    """The image runs what CI tests: the same pins as requirements/constraints.txt."""
+    constraints = dict(
+        line.split("==", 1) for line in (ROOT / "requirements" / "constraints.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    dependencies = _load("execution-environment.yml")["dependencies"]
+    for name in ("ansible_core", "ansible_runner"):
+        package, version = dependencies[name]["package_pip"].split("==")
+        assert constraints[package] == version, (name, version, constraints[package])
