@@ -14,8 +14,11 @@ SCORE_FUNCTIONS = ("softmax", "sigmoid")
 def check_logits(logits: torch.Tensor, *, name: str = "logits", check_finite: bool | None = None) -> None:
     """Require a non-empty, floating-point (tokens, experts) tensor, finite unless told not to look.
 
-    ``check_finite=None`` checks on CPU and skips on accelerators: the check reads a value back to the host, which
-    would stall the device stream once per layer and step. Pass ``True`` to force it anywhere.
+    ``check_finite=True`` checks on every device: the routing entry points (``route``, ``router_stats``) pass it by
+    default, because a NaN or inf row has no top-k (the Triton kernel used to send it ``top_k`` times to the last
+    expert) and nothing downstream would show it. The check reads one value back to the host, a sync per call;
+    ``False`` skips it for callers that check their logits themselves. ``None``, the losses' default, checks on CPU
+    only: there a non-finite row makes the loss itself NaN, which the training loop sees without a sync.
     """
     if not isinstance(logits, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of shape (tokens, experts); got {type(logits).__name__}")
@@ -37,11 +40,13 @@ def check_logits(logits: torch.Tensor, *, name: str = "logits", check_finite: bo
         # aminmax is one cheap pass; NaN propagates into both results and any inf shows up in one of them.
         low, high = torch.aminmax(logits.detach())
         if not (torch.isfinite(low) and torch.isfinite(high)):
-            bad = int((~torch.isfinite(logits.detach())).sum())
+            bad = ~torch.isfinite(logits.detach())  # (tokens, experts)
+            bad_rows = int(bad.any(dim=1).sum())
             raise ValueError(
-                f"{name} contains {bad} NaN or inf value(s) out of {logits.numel()}: the router input overflowed or "
-                "was masked with inf; keep router logits finite (compute them in float32, clip, or check the layer "
-                "before the router)"
+                f"{name} has {bad_rows} row(s) out of {num_tokens} with NaN or inf ({int(bad.sum())} value(s)): "
+                "such a row has no top-k; the router input overflowed or was masked with inf; keep router logits "
+                "finite (compute them in float32, clip, or check the layer before the router), or pass "
+                "check_finite=False if you check them yourself"
             )
 
 

@@ -2,9 +2,10 @@
 
 ``smoke`` prints one JSON object with ``--json`` (keys: ok, version, device, checks, timings_s, records, devices,
 runtime) and exits non-zero when any check fails. ``--device`` chooses where it runs (auto: every GPU torch sees, else
-the CPU); ``--require-gpu`` fails instead of falling back to the CPU, ``--expect-gpus N`` compares torch's GPU count
-with the driver's, ``--allreduce`` all-reduces across the devices (one process each). ``--report-out`` writes the same
-object without its records to a file. ``report`` summarises a JSONL file of tokens-per-expert records per layer.
+the CPU); ``--require-gpu`` fails instead of falling back to the CPU, ``--expect-gpus N`` fails unless torch sees N
+GPUs (those visible to it: after ``CUDA_VISIBLE_DEVICES``, MIG instances as torch counts them), ``--allreduce``
+all-reduces across the devices (one process each). ``--report-out`` writes the same object without its records to a
+file. ``report`` summarises a JSONL file of tokens-per-expert records per layer.
 """
 
 from __future__ import annotations
@@ -90,7 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--seed", type=int, default=0)
     smoke.add_argument("--require-gpu", action="store_true", help="fail when a device is not a GPU")
     smoke.add_argument(
-        "--expect-gpus", type=int, metavar="N", help="fail unless torch sees N GPUs (the driver's count)"
+        "--expect-gpus",
+        type=int,
+        metavar="N",
+        help="fail unless torch sees N GPUs: the GPUs visible to torch (after CUDA_VISIBLE_DEVICES, MIG instances "
+        "as torch counts them), not the physical count",
     )
     smoke.add_argument("--allreduce", action="store_true", help="all-reduce across the devices, one process each")
     smoke.add_argument("--allreduce-ranks", type=int, metavar="N", help="N ranks on the first device (gloo on a CPU)")

@@ -2,7 +2,7 @@
 
 Every fast path in the package (routing, losses, the fused router statistics and its Triton kernel, capacity, the
 bias update) is tested against these. They favour clarity over speed: use them on small inputs only. Ties between
-equal scores are broken towards the lower expert id here; the fast paths may order exact ties differently.
+equal scores are broken towards the lower expert id, here as in every fast path (torch and Triton).
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def router_stats(
     bias: torch.Tensor | None = None,
     backend: str = "auto",
     aux_counts: Literal["top_k", "routed"] = "top_k",
-    check_finite: bool | None = None,
+    check_finite: bool = True,
     **options,
 ) -> RouterStats:
     """Route (tokens, experts) logits and compute counts, aux loss (megatron convention) and z-loss in one pass.
@@ -185,6 +185,8 @@ def router_stats(
     torch pass elsewhere; ``"triton"`` insists on the kernel, ``"torch"`` on the torch pass. ``aux_loss`` counts a
     plain top-k of the unbiased scores (``aux_counts="top_k"``, equal to ``moe_balance.aux_loss``), or this routing
     after the bias and the group limit (``"routed"``); multiply it by ``top_k`` for the HF convention.
+    ``check_finite`` as for ``moe_balance.route`` (on by default, on every device). Both backends pick the same
+    experts, the lower expert id first on exact ties.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not supported: use one of {', '.join(BACKENDS)}")

@@ -15,6 +15,9 @@ Conventions (each an explicit ``RouterConfig`` field; the defaults are DeepSeek-
   masked with ``-inf`` (never 0: biased sigmoid scores can be negative, so a 0 could still win).
   ``group_score="logits"`` scores the groups on the raw logits instead: Megatron's softmax default
   (``moe_router_pre_softmax=False``), where top-k runs on the logits before the softmax;
+- the top-k lists the experts best first, and exact ties go to the lower expert id, on every backend (this torch
+  path, the fused torch pass and the Triton kernel); ``torch.topk`` does not promise that order, so selection uses a
+  stable descending sort;
 - gates are normalised over the selected experts when ``normalize`` (for softmax this equals a softmax over the
   selected logits, as in Mixtral and Megatron's default), then multiplied by ``scale``. With ``top_k == 1`` a
   normalised gate is always 1.0; ``normalize_top1=False`` keeps the raw score there, as Megatron's sigmoid router does.
@@ -172,10 +175,21 @@ def group_limited_mask(
     ranked = selection_scores if group_input is None else group_input
     num_tokens, num_experts = ranked.shape
     grouped = ranked.view(num_tokens, num_groups, num_experts // num_groups)  # (tokens, groups, size)
-    group_scores = grouped.topk(top_k // group_topk, dim=-1).values.sum(dim=-1)  # (tokens, groups)
-    best_groups = group_scores.topk(group_topk, dim=-1).indices  # (tokens, group_topk)
+    group_scores = grouped.topk(top_k // group_topk, dim=-1).values.sum(dim=-1)  # (tokens, groups); values only
+    best_groups = top_indices(group_scores, group_topk)  # (tokens, group_topk), the lower group on ties
     keep_group = torch.zeros_like(group_scores, dtype=torch.bool).scatter_(1, best_groups, True)
     return keep_group.unsqueeze(-1).expand_as(grouped).reshape(num_tokens, num_experts)
+
+
+def top_indices(values: torch.Tensor, k: int) -> torch.Tensor:
+    """(..., n) -> (..., k) int64 indices of the ``k`` largest values, largest first, the lower index on exact ties.
+
+    NOTE: ``torch.topk`` documents no order among equal values, and on bf16 logits (few distinct values) it breaks
+    many ties differently from the Triton kernel. ``torch.sort(stable=True)`` preserves the order of equivalent
+    elements (its documentation), so a stable descending sort puts the lower index first, as the kernel does; NaN
+    sorts before every number (PyTorch's test/test_sort_and_select.py), as the kernel ranks it too.
+    """
+    return torch.sort(values, dim=-1, descending=True, stable=True).indices[..., :k]
 
 
 def select_experts(
@@ -185,11 +199,12 @@ def select_experts(
     group_topk: int | None = None,
     group_input: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """(tokens, experts) -> (tokens, top_k) int64 expert ids, best first; group-limited when groups are given."""
+    """(tokens, experts) -> (tokens, top_k) int64 expert ids, best first, the lower id on exact ties; group-limited
+    when groups are given."""
     if num_groups is not None and group_topk is not None and group_topk < num_groups:
         keep = group_limited_mask(selection_scores, top_k, num_groups, group_topk, group_input)
         selection_scores = selection_scores.masked_fill(~keep, float("-inf"))
-    return selection_scores.topk(top_k, dim=-1).indices
+    return top_indices(selection_scores, top_k)
 
 
 def gates_from_scores(
@@ -208,7 +223,7 @@ def count_tokens(topk_idx: torch.Tensor, num_experts: int) -> torch.Tensor:
 
 
 def check_config_for_logits(
-    logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor | None, *, check_finite: bool | None = None
+    logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor | None, *, check_finite: bool = True
 ) -> int:
     """Checks that need the logits (expert count, bias shape, finiteness); returns the number of experts."""
     num_experts = check_routing(
@@ -227,7 +242,7 @@ def route(
     top_k: int | RouterConfig,
     *,
     bias: torch.Tensor | None = None,
-    check_finite: bool | None = None,
+    check_finite: bool = True,
     **options,
 ) -> Routing:
     """Route (tokens, experts) logits to ``top_k`` experts per token.
@@ -235,8 +250,9 @@ def route(
     ``top_k`` is a ``RouterConfig`` or the expert count with the config's fields as keywords (``score``,
     ``num_groups``, ``group_topk``, ``scale``, ``normalize``, ``normalize_top1``, ``group_score``). ``bias``
     (experts,) shifts the selection only (see the module docstring). Gates carry gradients to ``logits``; the
-    selection and counts do not. ``check_finite`` as in ``moe_balance._checks.check_logits`` (checked on CPU,
-    skipped on accelerators by default).
+    selection and counts do not. ``check_finite`` (default on every device) refuses logits with a NaN or inf row,
+    which no top-k can route meaningfully; ``check_finite=False`` skips it and its one host sync per call, for
+    callers that check the logits themselves (see ``moe_balance._checks.check_logits``).
     """
     config = RouterConfig.of(top_k, **options)
     num_experts = check_config_for_logits(logits, config, bias, check_finite=check_finite)

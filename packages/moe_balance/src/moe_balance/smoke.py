@@ -10,11 +10,14 @@ Checks, each small enough for a 2-core CPU (the whole run takes a few seconds):
 - ``analytic_gradients``: the fused pass's closed-form gradient against autograd through the plain path;
 - ``bias_balancing``: a synthetic skewed run where the aux-loss-free bias takes max/mean from above 2 to below 1.2.
 
-They run on every chosen device (``--device auto`` = every GPU torch sees, else the CPU); the first device's checks
-are the top-level ``checks``, the others are summed up in ``other_devices`` and listed in ``devices``. Optional
-checks, for hosts that must prove their GPUs rather than fall back to the CPU quietly:
+They run on every chosen device (``--device auto`` = every GPU torch sees, else the CPU), each with that device made
+current (Triton launches on the current device); the first device's checks are the top-level ``checks``, the others
+are summed up in ``other_devices`` and listed in ``devices``. Optional checks, for hosts that must prove their GPUs
+rather than fall back to the CPU quietly:
 
-- ``gpu_required``: every device is a GPU and torch sees as many GPUs as the driver lists (``--expect-gpus``);
+- ``gpu_required``: every device is a GPU, and torch sees the number of GPUs the caller expects (``--expect-gpus``:
+  the GPUs visible to torch, i.e. after ``CUDA_VISIBLE_DEVICES`` and with MIG instances counted as torch counts them,
+  not the driver's physical count);
 - ``allreduce``: one process per device all-reduces a tensor through torch.distributed (NCCL on GPUs, gloo on CPUs)
   and gets the exact sum, with its time and algorithm bandwidth.
 
@@ -39,6 +42,7 @@ import torch
 from moe_balance import reference
 from moe_balance.bias import BiasBalancer
 from moe_balance.kernels import interpreter_enabled, kernel_can_run, triton_available
+from moe_balance.kernels._device import device_guard
 from moe_balance.losses import aux_loss, aux_scores, load_balancing_loss, z_loss
 from moe_balance.metrics import balance_stats, make_record
 from moe_balance.router_stats import router_stats
@@ -268,7 +272,11 @@ def runtime_info() -> dict[str, Any]:
 
 
 def check_gpu_required(devices: list[torch.device], expect_gpus: int | None) -> dict[str, Any]:
-    """Every device is a GPU, and torch sees as many GPUs as the driver lists (when that number is given)."""
+    """Every device is a GPU, and torch sees ``expect_gpus`` GPUs (when given).
+
+    ``expect_gpus`` counts the GPUs torch is expected to see, not the driver's physical GPUs: with
+    ``CUDA_VISIBLE_DEVICES`` naming a subset, or MIG instances, the two differ on a healthy host.
+    """
     seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
     on_cpu = [str(d) for d in devices if d.type != "cuda"]
     problems = []
@@ -278,11 +286,11 @@ def check_gpu_required(devices: list[torch.device], expect_gpus: int | None) -> 
         problems.append(f"the smoke test would run on {', '.join(on_cpu)}, not on a GPU")
     if expect_gpus is not None and seen != expect_gpus:
         problems.append(
-            f"torch sees {seen} GPU(s) and the driver lists {expect_gpus}: check CUDA_VISIBLE_DEVICES, MIG, and that "
-            "torch's CUDA build runs on this driver"
+            f"torch sees {seen} GPU(s), expected {expect_gpus}: check CUDA_VISIBLE_DEVICES, the MIG instances, and "
+            "that torch's CUDA build runs on this driver (--expect-gpus counts the GPUs visible to torch)"
             + ("; on HGX/NVSwitch boards nvidia-fabricmanager must be running" if seen == 0 else "")
         )
-    detail = {"devices": [str(d) for d in devices], "torch_device_count": seen, "driver_gpu_count": expect_gpus}
+    detail = {"devices": [str(d) for d in devices], "torch_device_count": seen, "expected_gpu_count": expect_gpus}
     return {"ok": not problems, "detail": {**detail, "problems": problems}}
 
 
@@ -426,8 +434,9 @@ def run_smoke(
     records: list[dict] = []
     summaries = []
     for position, dev in enumerate(devices):
-        device_checks, device_timings, device_records = _device_checks(dev, seed)
-        summaries.append(_device_summary(dev, device_checks, device_timings))
+        with device_guard(dev):  # NOTE: Triton launches on the current device, whatever its tensors' device
+            device_checks, device_timings, device_records = _device_checks(dev, seed)
+            summaries.append(_device_summary(dev, device_checks, device_timings))
         if position == 0:  # the first device's checks, timings and records are the top-level ones
             checks, timings, records = device_checks, device_timings, device_records
     if bad_device or not devices:

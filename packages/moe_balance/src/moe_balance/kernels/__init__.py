@@ -2,7 +2,9 @@
 
 A kernel runs on CUDA/ROCm tensors when Triton is installed, and on CPU tensors under ``TRITON_INTERPRET=1``
 (Triton's interpreter, used by the CPU test suite; it must be set before Triton kernels are first imported).
-Everywhere else the callers use the torch path, which computes the same values.
+Everywhere else the callers use the torch path, which computes the same values and picks the same experts (the
+lower expert id on exact ties). Every launch runs under ``_device.device_guard`` of its tensors: Triton launches on
+the current device.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Both return the same five tensors from (tokens, experts) logits, without autograd:
 
-- ``topk_idx``     (tokens, top_k) int64 selected experts, best selection score first
+- ``topk_idx``     (tokens, top_k) int64 selected experts, best selection score first, the lower expert id first
+  on exact ties (as the kernel; ``routing.top_indices``)
 - ``topk_scores``  (tokens, top_k) unbiased scores of those experts (gates before normalisation and scale)
 - ``counts``       (experts,) int64 assignments per expert
 - ``aux_counts``   (experts,) int64 assignments of a plain top-k on the unbiased scores (no bias, no group limit),

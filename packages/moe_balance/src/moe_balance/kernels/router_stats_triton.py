@@ -8,6 +8,15 @@ also counts a plain top-k on the unbiased scores (no bias, no group limit): the 
 sums go to a (tiles, experts) buffer reduced afterwards in torch: no float atomics, so the result is deterministic.
 
 Sigmoid, exp and the reductions run in float32 (float64 for float64 input); logits may be bf16/fp16/fp32/fp64.
+
+Offsets are int64: the program id is widened before any product. ``tile * BLOCK_E`` indexes the (tiles, BLOCK_E)
+partial buffers, about tokens * BLOCK_E elements once a tile is one token (from 2048 experts), so an int32 product
+wraps past 2**31: about 1M tokens at 2048 experts, 512K at 4096. ``row * stride_row`` and ``row * TOP_K`` are int64
+for the same reason.
+
+A NaN selection score ranks above every number and NaNs among themselves by expert id, as ``torch.sort`` orders them
+(PyTorch's test/test_sort_and_select.py: NaNs at the beginning of descending sorts), and no expert is picked twice
+in a row: a row that reached the kernel unchecked gets TOP_K distinct experts, never TOP_K times the last one.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from moe_balance.kernels._device import device_guard
 from moe_balance.routing import RouterConfig
 
 
@@ -47,15 +57,15 @@ def _router_stats_kernel(
     AUX_SEPARATE: tl.constexpr,
     COMPUTE_DTYPE: tl.constexpr,
 ):
-    tile = tl.program_id(0)
-    rows = tile * BLOCK_T + tl.arange(0, BLOCK_T)  # (BLOCK_T,)
+    tile = tl.program_id(0).to(tl.int64)  # int64: tile * BLOCK_E passes 2**31 (see the module docstring)
+    rows = tile * BLOCK_T + tl.arange(0, BLOCK_T)  # (BLOCK_T,) int64
     cols = tl.arange(0, BLOCK_E)  # (BLOCK_E,)
     row_ok = rows < num_tokens
     col_ok = cols < num_experts
     valid = row_ok[:, None] & col_ok[None, :]  # (BLOCK_T, BLOCK_E)
     neg_inf = float("-inf")
 
-    offsets = rows[:, None].to(tl.int64) * stride_row + cols[None, :]
+    offsets = rows[:, None] * stride_row + cols[None, :]  # (BLOCK_T, BLOCK_E) int64
     x = tl.load(logits_ptr + offsets, mask=valid, other=0.0).to(COMPUTE_DTYPE)
     x = tl.where(col_ok[None, :], x, neg_inf)  # padded experts never win and add exp(-inf) = 0
 
@@ -78,11 +88,13 @@ def _router_stats_kernel(
     if HAS_BIAS:
         bias = tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(COMPUTE_DTYPE)
         selection = scores + bias[None, :]
+    selection = tl.where(selection != selection, float("inf"), selection)  # NaN first, as torch.sort ranks it
     selection = tl.where(col_ok[None, :], selection, neg_inf)
 
     if GROUP_LIMITED:
         group_of_col = cols // GROUP_SIZE  # (BLOCK_E,); padded columns land in groups >= NUM_GROUPS
         group_input = x if GROUP_ON_LOGITS else selection  # Megatron's softmax default ranks groups on logits
+        group_input = tl.where(group_input != group_input, float("inf"), group_input)
         group_score = tl.zeros((BLOCK_T, BLOCK_E), dtype=COMPUTE_DTYPE)
         for g in tl.static_range(NUM_GROUPS):
             member = group_of_col == g
@@ -108,8 +120,10 @@ def _router_stats_kernel(
     chosen = tl.zeros((BLOCK_T, BLOCK_E), dtype=tl.int32)
     for j in tl.static_range(TOP_K):
         best = tl.max(selection, axis=1)  # (BLOCK_T,)
-        pick = tl.min(tl.where(selection == best[:, None], cols[None, :], BLOCK_E), axis=1)
-        pick = tl.minimum(pick, num_experts - 1)  # NaN input never yields an out-of-range id
+        # The lowest unchosen expert at the row maximum: distinct even when the maximum is -inf (all groups masked).
+        open_best = (selection == best[:, None]) & (chosen == 0) & col_ok[None, :]  # (BLOCK_T, BLOCK_E)
+        pick = tl.min(tl.where(open_best, cols[None, :], BLOCK_E), axis=1)
+        pick = tl.minimum(pick, num_experts - 1)  # defence only: with TOP_K <= experts an open column always exists
         hit = cols[None, :] == pick[:, None]  # (BLOCK_T, BLOCK_E)
         picked_score = tl.sum(tl.where(hit, scores, 0.0), axis=1)
         idx_tile = tl.where(k_cols[None, :] == j, pick[:, None], idx_tile)
@@ -117,7 +131,7 @@ def _router_stats_kernel(
         chosen += hit.to(tl.int32)
         selection = tl.where(hit, neg_inf, selection)
 
-    out_offsets = rows[:, None].to(tl.int64) * TOP_K + k_cols[None, :]
+    out_offsets = rows[:, None] * TOP_K + k_cols[None, :]  # (BLOCK_T, BLOCK_K) int64
     out_mask = row_ok[:, None] & (k_cols[None, :] < TOP_K)
     tl.store(topk_idx_ptr + out_offsets, idx_tile.to(tl.int64), mask=out_mask)
     tl.store(topk_score_ptr + out_offsets, score_tile, mask=out_mask)
@@ -125,11 +139,13 @@ def _router_stats_kernel(
     tl.store(partial_counts_ptr + tile * BLOCK_E + cols, tl.sum(chosen, axis=0))
 
     if AUX_SEPARATE:  # plain top-k on the unbiased scores, for the aux loss's counts
-        plain = tl.where(col_ok[None, :], scores, neg_inf)
+        plain = tl.where(scores != scores, float("inf"), scores)
+        plain = tl.where(col_ok[None, :], plain, neg_inf)
         aux_chosen = tl.zeros((BLOCK_T, BLOCK_E), dtype=tl.int32)
         for _ in tl.static_range(TOP_K):
             best = tl.max(plain, axis=1)
-            pick = tl.min(tl.where(plain == best[:, None], cols[None, :], BLOCK_E), axis=1)
+            open_best = (plain == best[:, None]) & (aux_chosen == 0) & col_ok[None, :]
+            pick = tl.min(tl.where(open_best, cols[None, :], BLOCK_E), axis=1)
             pick = tl.minimum(pick, num_experts - 1)
             hit = cols[None, :] == pick[:, None]
             aux_chosen += hit.to(tl.int32)
@@ -170,34 +186,35 @@ def router_stats_triton(
     group_limited = config.group_limited
     bias_arg = bias.to(device=device, dtype=dtype).contiguous() if bias is not None else lse  # dummy when unused
 
-    _router_stats_kernel[(tiles,)](
-        logits,
-        bias_arg,
-        topk_idx,
-        topk_scores,
-        lse,
-        partial_counts,
-        partial_prob,
-        partial_aux if separate_aux_counts else partial_counts,  # dummy when unused
-        num_tokens,
-        num_experts,
-        logits.stride(0),
-        TOP_K=top_k,
-        BLOCK_K=triton.next_power_of_2(top_k),
-        BLOCK_T=block_t,
-        BLOCK_E=block_e,
-        USE_SIGMOID=config.score == "sigmoid",
-        HAS_BIAS=bias is not None,
-        GROUP_LIMITED=group_limited,
-        NUM_GROUPS=config.num_groups if group_limited else 1,
-        GROUP_TOPK=config.group_topk if group_limited else 1,
-        PER_GROUP_K=top_k // config.group_topk if group_limited else 1,
-        GROUP_SIZE=num_experts // config.num_groups if group_limited else num_experts,
-        GROUP_ON_LOGITS=config.group_score == "logits",
-        AUX_SEPARATE=separate_aux_counts,
-        COMPUTE_DTYPE=tl.float64 if dtype == torch.float64 else tl.float32,
-        num_warps=4 if block_t * block_e <= 2048 else 8,
-    )
+    with device_guard(logits):
+        _router_stats_kernel[(tiles,)](
+            logits,
+            bias_arg,
+            topk_idx,
+            topk_scores,
+            lse,
+            partial_counts,
+            partial_prob,
+            partial_aux if separate_aux_counts else partial_counts,  # dummy when unused
+            num_tokens,
+            num_experts,
+            logits.stride(0),
+            TOP_K=top_k,
+            BLOCK_K=triton.next_power_of_2(top_k),
+            BLOCK_T=block_t,
+            BLOCK_E=block_e,
+            USE_SIGMOID=config.score == "sigmoid",
+            HAS_BIAS=bias is not None,
+            GROUP_LIMITED=group_limited,
+            NUM_GROUPS=config.num_groups if group_limited else 1,
+            GROUP_TOPK=config.group_topk if group_limited else 1,
+            PER_GROUP_K=top_k // config.group_topk if group_limited else 1,
+            GROUP_SIZE=num_experts // config.num_groups if group_limited else num_experts,
+            GROUP_ON_LOGITS=config.group_score == "logits",
+            AUX_SEPARATE=separate_aux_counts,
+            COMPUTE_DTYPE=tl.float64 if dtype == torch.float64 else tl.float32,
+            num_warps=4 if block_t * block_e <= 2048 else 8,
+        )
     counts = partial_counts.sum(dim=0, dtype=torch.int64)[:num_experts]
     aux_counts = partial_aux.sum(dim=0, dtype=torch.int64)[:num_experts] if separate_aux_counts else counts
     prob_sum = partial_prob.sum(dim=0)[:num_experts]

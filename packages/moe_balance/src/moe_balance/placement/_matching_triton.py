@@ -5,7 +5,8 @@ blocked) lives in registers across rounds; the node-to-node flow lives in a smal
 round reads it at (expert's node, rank's node), a gather registers cannot do; a barrier orders its update before the
 next round's read. Rounds after the last grant change nothing, so the kernel simply runs ``max_rounds`` of them.
 Reference: ``replica_torch.match_slots`` (same proposals, keys, arbitration and updates; integer arithmetic, so
-the two agree exactly); tests compare them under TRITON_INTERPRET=1.
+the two agree exactly); tests compare them under TRITON_INTERPRET=1. One program, no program id: every offset is
+below ``MAX_CELLS`` times the slots per rank, far from 2**31, so int32 offsets are safe here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from moe_balance.kernels._device import device_guard
 
 from .replica_torch import KEY_BACKED, KEY_SHIFT
 
@@ -134,26 +137,27 @@ def match_slots_triton(
 
     out_expert = to_device(slot_expert)
     out_tokens = to_device(slot_tokens)
-    _match_kernel[(1,)](
-        to_device(expert_surplus),
-        to_device(rank_supply),
-        to_device(rank_demand),
-        to_device(node_flow.flatten()),
-        out_expert,
-        out_tokens,
-        num_experts,
-        num_ranks,
-        num_nodes,
-        num_experts // num_ranks,
-        ranks_per_node,
-        int(slot_capacity),
-        int(max_rounds),
-        SLOTS=slot_expert.shape[0] // num_ranks,
-        BLOCK_E=block_e,
-        BLOCK_R=block_r,
-        BLOCK_NN=max(16, triton.next_power_of_2(num_nodes * num_nodes)),
-        KEY_BACKED_C=KEY_BACKED,
-        KEY_SHIFT_C=KEY_SHIFT,
-        num_warps=16 if block_e * block_r > 8192 else 8,
-    )
+    with device_guard(out_expert):
+        _match_kernel[(1,)](
+            to_device(expert_surplus),
+            to_device(rank_supply),
+            to_device(rank_demand),
+            to_device(node_flow.flatten()),
+            out_expert,
+            out_tokens,
+            num_experts,
+            num_ranks,
+            num_nodes,
+            num_experts // num_ranks,
+            ranks_per_node,
+            int(slot_capacity),
+            int(max_rounds),
+            SLOTS=slot_expert.shape[0] // num_ranks,
+            BLOCK_E=block_e,
+            BLOCK_R=block_r,
+            BLOCK_NN=max(16, triton.next_power_of_2(num_nodes * num_nodes)),
+            KEY_BACKED_C=KEY_BACKED,
+            KEY_SHIFT_C=KEY_SHIFT,
+            num_warps=16 if block_e * block_r > 8192 else 8,
+        )
     return out_expert.cpu(), out_tokens.cpu()

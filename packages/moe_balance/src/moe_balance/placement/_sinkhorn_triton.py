@@ -2,7 +2,8 @@
 
 The whole (ranks, ranks) problem fits in one block (ranks <= MAX_RANKS), so the kernel loads supply, demand and cost
 once, iterates in registers and writes the plan once. Reference: ``replica_torch.sinkhorn_flow`` (same updates, same
-start, on the rows and columns that carry mass); tests compare the two under TRITON_INTERPRET=1.
+start, on the rows and columns that carry mass); tests compare the two under TRITON_INTERPRET=1. One program, no
+program id: offsets stay below ``MAX_RANKS**2``, so int32 offsets are safe here.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from moe_balance.kernels._device import device_guard
 
 MAX_RANKS = 128  # a (128, 128) float32 block still lives in registers of one program
 
@@ -64,15 +67,16 @@ def sinkhorn_flow_triton(
     cost = cost.to(device, torch.float32).contiguous()
     plan = torch.zeros((num_ranks, num_ranks), dtype=torch.float32, device=device)
     block = max(16, triton.next_power_of_2(num_ranks))
-    _sinkhorn_kernel[(1,)](
-        supply,
-        demand,
-        cost,
-        plan,
-        num_ranks,
-        1.0 / float(epsilon),
-        int(iterations),
-        BLOCK=block,
-        num_warps=4 if block <= 64 else 8,
-    )
+    with device_guard(plan):
+        _sinkhorn_kernel[(1,)](
+            supply,
+            demand,
+            cost,
+            plan,
+            num_ranks,
+            1.0 / float(epsilon),
+            int(iterations),
+            BLOCK=block,
+            num_warps=4 if block <= 64 else 8,
+        )
     return plan.cpu()
