@@ -103,8 +103,3 @@ def test_a_full_mask_changes_nothing(padded_batch):
 def test_bad_masks_are_refused(padded_batch, mask, message):
     with pytest.raises(ValueError, match=message):
         aux_loss(padded_batch[0][0], 2, attention_mask=mask)
-
-
-def test_mask_with_sequence_wise_loss_is_refused(padded_batch):
-    with pytest.raises(ValueError, match="attention_mask with seq_len is not supported"):
-        aux_loss(padded_batch[0][0], 2, seq_len=5, attention_mask=torch.ones(15))

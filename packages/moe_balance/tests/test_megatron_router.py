@@ -171,3 +171,22 @@ def test_config_is_frozen_and_shared_by_every_entry_point():
         config.top_k = 3
     logits, bias = logits_and_bias(4)
     assert torch.equal(route(logits, config, bias=bias).topk_idx, router_stats(logits, config, bias=bias).topk_idx)
+
+
+@pytest.mark.parametrize("score", ["softmax", "sigmoid"])
+def test_gates_from_bf16_logits_stay_float32_one_cast_from_megatrons_bf16(score):
+    """README, router conventions: gates keep the float32 compute dtype. Megatron's
+    ``topk_routing_with_score_function`` computes in float32 too and returns ``probs.type_as(logits)``, so bf16
+    logits give it bf16 gates: ours cast to bf16 are those, within one bf16 rounding."""
+    gen = torch.Generator().manual_seed(17)
+    # Distinct multiples of 1/8, exact in bf16: no ties, so both pick the same experts in the same order.
+    logits = (torch.stack([torch.randperm(32, generator=gen) for _ in range(64)]) / 8 - 2).to(torch.bfloat16)
+    config = RouterConfig.megatron(4, score=score)
+    routing = route(logits, config)
+    stats = router_stats(logits, config, backend="torch")
+    assert routing.gates.dtype == stats.gates.dtype == routing.scores.dtype == torch.float32
+    probs, idx = megatron_topk_routing(logits.float(), 4, score_function=score)  # float32 inside, as Megatron
+    megatron_gates = probs.type_as(logits)
+    assert megatron_gates.dtype == torch.bfloat16
+    assert torch.equal(routing.topk_idx, idx)
+    torch.testing.assert_close(routing.gates.to(logits.dtype), megatron_gates, rtol=2**-8, atol=0)

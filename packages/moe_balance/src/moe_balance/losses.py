@@ -21,7 +21,10 @@ Masks: ``aux_loss`` and ``z_loss`` take ``attention_mask``, True (or 1) for real
 shape (tokens,) or (batch, seq) with rows ordered ``b*seq + s`` (HF's layout). The loss is then that of the real
 tokens alone: f and P are counted and averaged over them, as transformers' ``load_balancing_loss_func`` with its
 ``attention_mask`` and Megatron-LM's ``padding_mask`` do. (Megatron's mask is True for *padding*: pass
-``~padding_mask``.)
+``~padding_mask``.) With ``seq_len`` (the sequence-wise loss) the mask follows the rows, ``s*batch + b``: shape
+(tokens,) or (seq, batch), Megatron's layout. Padding is left out of each sequence's counts and probability sums,
+and every sequence is divided by the batch's mean real length (real tokens / batch) rather than its own, as
+Megatron-LM's ``seq_aux_loss`` with a padding mask does; without padding that is ``seq_len``.
 
 The classic bug this module guards against: with top-k, counting f as ``count_i / T`` makes ``sum f = k`` and
 silently multiplies the loss by k. Here ``f`` is always divided by ``T*k`` and ``sum f = 1`` is asserted.
@@ -107,24 +110,65 @@ def load_balancing_loss(
 
 
 def sequence_load_balancing_loss(
-    probs: torch.Tensor, topk_idx: torch.Tensor, top_k: int, seq_len: int, *, convention: str = "megatron"
+    probs: torch.Tensor,
+    topk_idx: torch.Tensor,
+    top_k: int,
+    seq_len: int,
+    *,
+    convention: str = "megatron",
+    attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per-sequence aux loss averaged over sequences; rows ordered ``s*batch + b`` (see the module docstring)."""
+    """Per-sequence aux loss averaged over sequences; rows ordered ``s*batch + b`` (see the module docstring).
+
+    probs: (tokens, experts); topk_idx: (tokens, top_k). attention_mask: True (1) for real tokens, (tokens,) in row
+    order or (seq, batch), or None. Padding rows add nothing to the counts or the probability sums (and get no
+    gradient), and each sequence is normalised by the batch's mean real length: the normaliser Megatron-LM derives
+    from the masked routing map, so that the value matches its ``seq_aux_loss`` with a padding mask.
+    """
     factor = convention_factor(convention, top_k)
     num_tokens, num_experts = probs.shape
+    batch = _sequences(seq_len, num_tokens)
+    _sequence_mask_layout(attention_mask, seq_len, batch)
+    mask = _token_mask(attention_mask, num_tokens)  # (tokens,) bool or None
+    # Token t = s*batch + b belongs to sequence b = t % batch.
+    seq_of_row = torch.arange(num_tokens, device=probs.device) % batch  # (tokens,)
+    flat = (seq_of_row.unsqueeze(1) * num_experts + topk_idx).reshape(-1)  # (tokens * top_k,)
+    if mask is None:
+        counts = torch.bincount(flat, minlength=batch * num_experts).view(batch, num_experts)  # (batch, experts)
+        f = counts.to(probs.dtype) / (seq_len * top_k)  # (batch, experts), each row sums to 1
+        p = probs.view(seq_len, batch, num_experts).mean(dim=0)  # (batch, experts)
+        return num_experts * factor * (f * p).sum(dim=1).mean()
+    # NOTE: padding goes to one extra bin that is dropped, rather than being indexed out: no host sync on GPUs.
+    flat = torch.where(mask.repeat_interleave(top_k), flat, batch * num_experts)  # (tokens * top_k,)
+    counts = torch.bincount(flat, minlength=batch * num_experts + 1)[:-1].view(batch, num_experts)  # (batch, experts)
+    mean_real_len = mask.sum().to(probs.dtype) / batch  # 0-dim: real tokens per sequence, on average
+    f = counts.to(probs.dtype) / (mean_real_len * top_k)  # (batch, experts); the rows sum to 1 on average
+    real_probs = torch.where(mask.unsqueeze(1), probs, 0.0)  # (tokens, experts)
+    p = real_probs.view(seq_len, batch, num_experts).sum(dim=0) / mean_real_len  # (batch, experts)
+    return num_experts * factor * (f * p).sum(dim=1).mean()
+
+
+def _sequences(seq_len: object, num_tokens: int) -> int:
+    """The batch size (sequences) of ``num_tokens`` rows of ``seq_len`` tokens each, after checking seq_len."""
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1 or num_tokens % seq_len != 0:
         raise ValueError(
             f"seq_len={seq_len!r} must be a positive int dividing the {num_tokens} tokens "
             "(rows are seq_len * batch, ordered s*batch + b)"
         )
-    batch = num_tokens // seq_len
-    # Token t = s*batch + b belongs to sequence b = t % batch.
-    seq_of_row = torch.arange(num_tokens, device=probs.device) % batch  # (tokens,)
-    flat = (seq_of_row.unsqueeze(1) * num_experts + topk_idx).reshape(-1)  # (tokens * top_k,)
-    counts = torch.bincount(flat, minlength=batch * num_experts).view(batch, num_experts)  # (batch, experts)
-    f = counts.to(probs.dtype) / (seq_len * top_k)  # (batch, experts), each row sums to 1
-    p = probs.view(seq_len, batch, num_experts).mean(dim=0)  # (batch, experts)
-    return num_experts * factor * (f * p).sum(dim=1).mean()
+    return num_tokens // seq_len
+
+
+def _sequence_mask_layout(attention_mask: torch.Tensor | None, seq_len: int, batch: int) -> None:
+    """With seq_len, a 2-D mask must be (seq, batch) like the rows: HF's (batch, seq) would flatten out of order."""
+    if attention_mask is None or not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() != 2:
+        return
+    expected = (seq_len, batch)
+    if tuple(attention_mask.shape) != expected:
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, but with seq_len={seq_len} a 2-D mask must be "
+            f"(seq, batch) = {expected}, the rows' order s*batch + b (Megatron's layout): transpose a (batch, seq) "
+            "mask with attention_mask.T, or pass it flattened in row order"
+        )
 
 
 def _token_mask(attention_mask: torch.Tensor | None, num_tokens: int) -> torch.Tensor | None:
@@ -138,7 +182,7 @@ def _token_mask(attention_mask: torch.Tensor | None, num_tokens: int) -> torch.T
     if mask.numel() != num_tokens:
         raise ValueError(
             f"attention_mask has {mask.numel()} entries (shape {tuple(attention_mask.shape)}) but the logits have "
-            f"{num_tokens} rows: pass one entry per token, rows ordered b*seq + s"
+            f"{num_tokens} rows: pass one entry per token, in the order of the rows"
         )
     mask = mask.to(torch.bool) if mask.dtype != torch.bool else mask
     if not bool(mask.any()):
@@ -155,20 +199,17 @@ def _aux_loss_one_layer(
     attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     check_logits(logits)
-    mask = _token_mask(attention_mask, logits.shape[0])
+    mask = None if seq_len is not None else _token_mask(attention_mask, logits.shape[0])
     if mask is not None:
-        if seq_len is not None:
-            raise ValueError(
-                "attention_mask with seq_len is not supported: the sequence-wise loss needs whole sequences; "
-                "drop the mask or compute the loss per sequence of real tokens"
-            )
         logits = logits[mask]  # (real tokens, experts): the loss of the real tokens alone; padding gets no gradient
     check_top_k(top_k, logits.shape[1])
     probs = aux_scores(logits, score)  # (tokens, experts)
     with torch.no_grad():
         topk_idx = select_experts(probs, top_k)  # (tokens, top_k); same order as on the raw scores
-    if seq_len is not None:
-        return sequence_load_balancing_loss(probs, topk_idx, top_k, seq_len, convention=convention)
+    if seq_len is not None:  # whole sequences: padding rows stay, masked inside
+        return sequence_load_balancing_loss(
+            probs, topk_idx, top_k, seq_len, convention=convention, attention_mask=attention_mask
+        )
     return load_balancing_loss(probs, count_tokens(topk_idx, logits.shape[1]), top_k, convention=convention)
 
 
@@ -186,7 +227,8 @@ def aux_loss(
     A list of per-layer logits is pooled along the tokens for ``convention="hf"`` (what HF does) and averaged over
     layers for ``"megatron"`` (Megatron adds each layer's loss to the objective, i.e. ``num_layers`` times this mean).
     With ``seq_len`` the sequence-wise loss is computed (per layer for a list, then averaged). ``attention_mask``
-    (see the module docstring) keeps the real tokens of every layer.
+    (see the module docstring; with ``seq_len`` in the rows' ``s*batch + b`` order) keeps the real tokens of every
+    layer.
     """
     check_convention(convention)
     check_score(score)

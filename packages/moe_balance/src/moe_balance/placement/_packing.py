@@ -3,8 +3,9 @@
 Packing does every row (layer, or layer x node) at once with numpy operations, and each step places as many items
 of a row as provably go, one per pack, to the lightest packs in order (a whole round of packs on real loads), so the
 Python loop runs about ``items / packs`` times instead of ``rows x items x packs`` times. Replication needs no loop: its
-greedy picks are a merge of sorted lists, so one top-k over the candidates gives them all, in order. The decisions
-are the same as the one-row-at-a-time reference in ``eplb_reference.py``, tie for tie:
+greedy picks are a merge of sorted lists, so one top-k over the candidates gives them all, in order (taken again,
+deeper, in the rare case where the candidates built were too few). The decisions are the same as the one-row-at-a-time
+reference in ``eplb_reference.py``, tie for tie:
 
 - items are visited in the order of ``torch.sort(descending=True)`` applied to the very same (rows, items) float32
   tensor the reference sorts;
@@ -145,8 +146,9 @@ def replicate_greedy(
 
     NOTE: the greedy loop is a merge of sorted lists: expert e's r-th added replica is picked at load per replica
     w_e / r (float32, non-increasing in r), so the picks are the M = ``num_slots - experts`` largest candidates
-    (w_e / r, lowest e first, lowest r first), in that order. Only the M experts with the largest loads, and r up to
-    ceil(w_max / w_M) + 1 (w_M: the M-th largest load), can be among them: M first replicas beat anything smaller.
+    (w_e / r, lowest e first, lowest r first), in that order. Only the first ``depth`` candidates of each expert are
+    built (``_replica_depth``); when an expert gets all of them, its next one might have been picked too, so the
+    candidates are rebuilt twice as deep. The answer is the loop's whatever the bound says: it only sets the cost.
     """
     num_rows, num_experts = expert_loads.shape
     if num_experts > MAX_INDEX:
@@ -169,27 +171,60 @@ def replicate_greedy(
     top_keys = _largest_sorted(expert_key, width)  # (rows, width), largest load first, lowest id on ties
     candidates = MAX_INDEX - (top_keys & MAX_INDEX)  # (rows, width) expert ids
     top_loads = np.take_along_axis(loads, candidates, axis=1)  # (rows, width) float32
-    depth = num_added  # replicas one expert may receive, at most
-    if bool((top_loads[:, -1] > 0).all()):
-        depth = min(depth, int(np.ceil((top_loads[:, 0] / top_loads[:, -1]).max())) + 1)
-    if max_count is not None:
-        depth = min(depth, max_count - 1)
-    if depth * width < num_added:
+    most_added = num_added if max_count is None else min(num_added, max_count - 1)  # added replicas per expert
+    if most_added * width < num_added:
         raise RuntimeError(f"every expert already has max_count={max_count} replicas: lower num_slots")
+    enough = -(-num_added // width)  # candidates per expert for num_added of them in all
+    depth = min(most_added, max(_replica_depth(loads, top_loads, num_slots), enough))
+    while True:
+        picked = _top_candidates(top_loads, candidates, depth, num_added)  # (rows, added), in pick order
+        picked_expert = MAX_INDEX - ((picked >> RANK_BITS) & MAX_INDEX)
+        flat_expert = (picked_expert + (np.arange(num_rows) * num_experts)[:, None]).reshape(-1)
+        added = np.bincount(flat_expert, minlength=num_rows * num_experts).reshape(num_rows, num_experts)
+        if depth == most_added or not (added == depth).any():
+            break
+        depth = min(most_added, 2 * depth)
+    slot_expert[:, num_experts:] = picked_expert
+    slot_rank[:, num_experts:] = 2**RANK_BITS - 1 - (picked & (2**RANK_BITS - 1))
+    count += added
+    return torch.from_numpy(slot_expert), torch.from_numpy(slot_rank), torch.from_numpy(count)
+
+
+def _replica_depth(loads: np.ndarray, top_loads: np.ndarray, num_slots: int) -> int:
+    """How many added replicas one expert can receive, at most, in any row (a bound; rounding is left to the caller).
+
+    loads: (rows, experts) float32 >= 0; top_loads: (rows, width) the width largest, descending. Let t be the load
+    per replica of the last of the M picks. When M <= experts (width == M) the first replicas of the top M experts
+    are all picked, so t >= w_M and expert e receives at most w_e / w_M: the tight bound on real loads (slots a
+    little above experts). Otherwise every candidate above t is picked, and expert e has about w_e / t - 1 of them,
+    so the M picks give t >= W / slots (W: the row's total load) and expert e receives at most w_e * slots / W.
+    """
+    w_max = top_loads[:, 0].astype(np.float64)  # (rows,)
+    w_last = top_loads[:, -1].astype(np.float64)  # (rows,) float32 loads: w_max / w_last is finite in float64
+    if top_loads.shape[1] == num_slots - loads.shape[1] and bool((w_last > 0).all()):  # M <= experts, no zero w_M
+        return int(np.ceil(w_max / w_last).max()) + 1
+    total = loads.sum(axis=1, dtype=np.float64)  # (rows,)
+    if not bool((total > 0).all()):
+        return 2**RANK_BITS  # a row of zeros: the first expert takes every replica
+    return int(np.ceil(w_max * num_slots / total).max()) + 1
+
+
+def _top_candidates(top_loads: np.ndarray, candidates: np.ndarray, depth: int, num_added: int) -> np.ndarray:
+    """Keys of the num_added largest candidates (w_e / r for r <= depth) of every row, in pick order.
+
+    top_loads, candidates: (rows, width) float32 loads and int64 expert ids. A key orders candidates like the loop:
+    larger load per replica first, then lower expert id, then lower replica number; it carries the id and the rank.
+    Returns (rows, num_added) int64.
+    """
     if depth >= 2**RANK_BITS:
-        raise ValueError(f"{num_added} added replicas per row exceed {2**RANK_BITS - 1}: replicate in smaller steps")
+        raise ValueError(f"{depth} added replicas of one expert exceed {2**RANK_BITS - 1}: replicate in smaller steps")
+    num_rows = top_loads.shape[0]
     rank = np.arange(1, depth + 1, dtype=np.float32)  # (depth,) replica number of each candidate
     per_replica = top_loads[:, :, None] / rank  # (rows, width, depth) float32, as the reference divides
     key = per_replica.view(np.int32).astype(np.int64) << (INDEX_BITS + RANK_BITS)
     key |= ((MAX_INDEX - candidates) << RANK_BITS)[:, :, None]
     key |= 2**RANK_BITS - 1 - np.arange(1, depth + 1)  # larger load per replica first, then lower id, lower rank
-    picked = _largest_sorted(key.reshape(num_rows, -1), num_added)  # (rows, added), in pick order
-    picked_expert = MAX_INDEX - ((picked >> RANK_BITS) & MAX_INDEX)
-    slot_expert[:, num_experts:] = picked_expert
-    slot_rank[:, num_experts:] = 2**RANK_BITS - 1 - (picked & (2**RANK_BITS - 1))
-    flat_expert = (picked_expert + (np.arange(num_rows) * num_experts)[:, None]).reshape(-1)
-    count += np.bincount(flat_expert, minlength=num_rows * num_experts).reshape(num_rows, num_experts)
-    return torch.from_numpy(slot_expert), torch.from_numpy(slot_rank), torch.from_numpy(count)
+    return _largest_sorted(key.reshape(num_rows, -1), num_added)
 
 
 def _largest_sorted(keys: np.ndarray, k: int) -> np.ndarray:
