@@ -1,205 +1,158 @@
-"""First-GPU check: Triton kernels for real, the fused router against eager Megatron formulas, placement kernels.
+"""First-GPU check: every step in a process of its own with its own time limit, one JSON object out.
 
-Run from packages/moe_balance:
+Run from packages/moe_balance, with nothing but torch, triton and numpy (pytest for the kernel tests) installed; no
+network, no Ansible:
 
-    python benchmarks/gpu_check.py --out gpu-check.json             # on a CUDA/ROCm GPU: at most ~5 minutes
-    python benchmarks/gpu_check.py --dry-run --out gpu-check.json   # CPU, Triton's interpreter: at most ~2 minutes
+    python benchmarks/gpu_check.py --out gpu-check.json             # on a CUDA/ROCm GPU: under 10 minutes in all
+    python benchmarks/gpu_check.py --dry-run --out gpu-check.json   # CPU, Triton's interpreter, small shapes
 
-Writes one JSON object (``--out``; ``-`` for stdout) and exits 1 when a step fails:
+The steps, in order (``STEPS``; written in ``gpu_check_tests.py``, ``gpu_check_router.py``, ``gpu_check_host.py`` and
+``gpu_check_placement.py``):
 
-- ``kernel_tests``: the kernel test files (router statistics, replica-plan kernels, fallbacks) under pytest, without
-  ``TRITON_INTERPRET`` on a GPU, so the compiled kernels run; counts of passed/failed/skipped and the wall time;
-- ``router``: ``benchmarks/router.py``'s comparison (fused pass vs eager Megatron-LM formulas), forward and
-  forward+backward as ratios package / eager (below 1.0: the package is faster), with the agreement of the results;
-- ``placement``: the Sinkhorn and matching kernels against their torch versions (same plan, times) and the whole
-  replica plan with each backend.
+- ``kernel_tests``: the kernel test files under pytest, compiled on a GPU; a file whose imports are missing (e.g.
+  hypothesis) is listed in ``files_skipped``; without pytest the step is skipped;
+- ``router``: ``benchmarks/router.py``'s fused pass against the eager Megatron formulas, gradients included;
+- ``router_at_scale``: time and peak memory, fused against eager, at 65,536 and 262,144 tokens x 256 experts, fp32 and
+  bf16, softmax top-8 and the DeepSeek-V3 router;
+- ``cold_compile``: each kernel's first call in a fresh process with an empty Triton cache, against its warm call;
+- ``cross_device``: with 2 or more GPUs, every kernel with its tensors on each cuda:i while cuda:0 is current;
+- ``placement``: the Sinkhorn kernel and the replica plan, Triton against torch;
+- ``matching_largest``: the matching kernel at the largest shape one program holds, and one past it refused;
+- ``bf16_ties``: bf16 logits on 4 levels, so rows tie: the kernel must choose the torch path's experts;
+- ``int32_boundary``: more than 2**31 logits (2048 experts), last, as an illegal address ends the process.
 
-Without a GPU (or with ``--dry-run``) every step runs on the CPU under ``TRITON_INTERPRET=1`` with small shapes, so
-CI proves the script and the kernels' logic without a GPU; the figures then say nothing about GPU speed.
+The JSON (``--out``; ``-`` for stdout): ``ok``, ``mode`` (``gpu`` or ``dry-run``), ``versions``, ``limits_s``,
+``steps`` (each with ``ok``, ``wall_s``, ``timeout_s`` and its figures; ``skipped`` with the reason where it does not
+apply; a failed step also carries ``error`` and ``output_tail``, and ``timed_out`` when it ran past its limit),
+``failed``, ``skipped`` and ``timings_s``. Exit code 1 when a step failed.
+
+Without a GPU, or with ``--dry-run``, every step runs on the CPU under ``TRITON_INTERPRET=1`` with small shapes: it
+proves the script and the kernels' logic, and its figures say nothing about GPU speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ElementTree
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PACKAGE = Path(__file__).resolve().parents[1]
-KERNEL_TESTS = ("tests/test_kernel_router_stats.py", "tests/test_replica_kernels.py", "tests/test_kernel_fallback.py")
+BENCHMARKS = Path(__file__).resolve().parent
+PACKAGE = BENCHMARKS.parent
+OUTPUT_TAIL_CHARS = 3000
+MIN_STEP_S = 5.0  # a step is not started with less than this left of the total
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: ``target`` ("module:function", called with the mode) runs in a child process for at most the
+    mode's timeout; ``dry_run_skip``, when set, is why the dry run does not start it."""
+
+    name: str
+    target: str
+    gpu_timeout_s: float
+    dry_run_timeout_s: float = 120.0
+    dry_run_skip: str | None = None
+
+    def timeout_s(self, mode: str) -> float:
+        return self.gpu_timeout_s if mode == "gpu" else self.dry_run_timeout_s
+
+
+# On a GPU the limits add up to TOTAL_TIMEOUT_S: even a run where every step hangs ends within 10 minutes.
+STEPS = [
+    Step("kernel_tests", "gpu_check_tests:kernel_tests", 120),
+    Step("router", "gpu_check_router:router", 45),
+    Step("router_at_scale", "gpu_check_router:router_at_scale", 120),
+    Step("cold_compile", "gpu_check_host:cold_compile", 60),
+    Step("cross_device", "gpu_check_host:cross_device", 30),
+    Step("placement", "gpu_check_placement:placement", 30),
+    Step("matching_largest", "gpu_check_placement:matching_largest", 45),
+    Step("bf16_ties", "gpu_check_router:bf16_ties", 30),
+    # Last: an illegal address ends its process. 2**31 fp32 logits are 8 GiB, more than a CPU run should allocate.
+    Step("int32_boundary", "gpu_check_router:int32_boundary", 90, dry_run_skip="needs > 8 GiB on a GPU"),
+]
+TOTAL_TIMEOUT_S = 570.0
 
 
 def choose_mode(dry_run: bool) -> str:
-    """'gpu' when a GPU is there and no dry run is asked; 'dry-run' otherwise. Sets TRITON_INTERPRET before Triton."""
+    """'gpu' when a GPU is there and no dry run is asked; 'dry-run' otherwise."""
     import torch
 
-    if dry_run or not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"  # NOTE: read when Triton kernels are first imported
-        return "dry-run"
-    os.environ.pop("TRITON_INTERPRET", None)
-    return "gpu"
+    return "dry-run" if dry_run or not torch.cuda.is_available() else "gpu"
 
 
-def run_kernel_tests(mode: str, timeout_s: float) -> dict[str, Any]:
-    """The kernel test files in a child pytest (its own TRITON_INTERPRET), summarised from its JUnit XML."""
-    env = dict(os.environ)
+def child_env(mode: str) -> dict[str, str]:
+    """The steps' environment: this checkout's package first, the interpreter in the dry run, unbuffered output."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE / "src"), env.get("PYTHONPATH")]))
     if mode == "gpu":
         env.pop("TRITON_INTERPRET", None)
     else:
-        env["TRITON_INTERPRET"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE / "src"), env.get("PYTHONPATH")]))
+        env["TRITON_INTERPRET"] = "1"  # NOTE: Triton reads it when its kernels are first imported
+    return env
+
+
+def run_step(step: Step, mode: str, timeout_s: float, script: Path) -> dict[str, Any]:
+    """Run one step in a child process (its own session, so a timeout kills its children too) and read its result."""
     with tempfile.TemporaryDirectory() as scratch:
-        report = Path(scratch) / "junit.xml"
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
+        out = Path(scratch) / "result.json"
+        command = [sys.executable, str(script), "--child", step.name, "--mode", mode, "--child-out", str(out)]
         start = time.perf_counter()
+        process = subprocess.Popen(
+            command,
+            cwd=PACKAGE,
+            env=child_env(mode),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            completed = subprocess.run(
-                [*command, *KERNEL_TESTS], cwd=PACKAGE, env=env, capture_output=True, text=True, timeout=timeout_s
-            )
+            output, _ = process.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return {"ok": False, "error": f"the kernel tests ran past {timeout_s:.0f} s"}
+            with contextlib.suppress(ProcessLookupError):  # it may have ended just now
+                os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            result = {"ok": False, "timed_out": True, "error": f"ran past its {timeout_s:g} s limit and was killed"}
+        else:
+            result = json.loads(out.read_text()) if out.exists() else {"ok": False, "error": _death(process.returncode)}
         wall_s = time.perf_counter() - start
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        if report.exists():
-            for suite in ElementTree.parse(report).getroot().iter("testsuite"):
-                for key in counts:
-                    counts[key] += int(suite.get(key, 0))
-    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
-    result = {
-        "ok": completed.returncode == 0 and passed > 0,
-        "interpreter": mode != "gpu",
-        "passed": passed,
-        "failed": counts["failures"] + counts["errors"],
-        "skipped": counts["skipped"],
-        "wall_s": round(wall_s, 2),
-    }
     if not result["ok"]:
-        result["output_tail"] = (completed.stdout + completed.stderr)[-3000:]
+        result["output_tail"] = output[-OUTPUT_TAIL_CHARS:]
+    result.update(wall_s=round(wall_s, 2), timeout_s=timeout_s)
     return result
 
 
-def run_router_benchmark(mode: str) -> dict[str, Any]:
-    """benchmarks/router.py's compare(): the package's fused pass against the eager Megatron formulas."""
-    import torch
-
-    sys.path.insert(0, str(PACKAGE / "benchmarks"))
-    from router import compare
-
-    if mode == "gpu":
-        runs = [
-            (torch.device("cuda"), "triton", 16384, 256, 8, 30),
-            (torch.device("cuda"), "triton", 65536, 256, 8, 30),
-        ]
-    else:
-        runs = [(torch.device("cpu"), "triton", 128, 64, 4, 1), (torch.device("cpu"), "torch", 4096, 64, 4, 5)]
-    results = []
-    for device, backend, tokens, experts, top_k, repeats in runs:
-        result = compare(device, tokens, experts, top_k, repeats, backend)
-        agreement = result["agreement"]
-        result["ok"] = (
-            agreement["same_topk_sets"]
-            and agreement["same_counts"]
-            and agreement["gates_max_abs_diff"] < 1e-5
-            and agreement["aux_rel_diff"] < 1e-4
-            and agreement["z_rel_diff"] < 1e-4
-            and agreement["grad_max_abs_diff"] < 1e-4
-        )
-        results.append(result)
-    return {"ok": all(r["ok"] for r in results), "runs": results}
+def _death(returncode: int) -> str:
+    how = f"signal {signal.Signals(-returncode).name}" if returncode < 0 else f"exit code {returncode}"
+    return f"its process ended with {how} before writing a result"
 
 
-def _best_s(function, repeats: int, device, *, warm_up: bool = True) -> tuple[float, Any]:
-    import torch
-
-    times = []
-    if warm_up:
-        function()  # compiles the kernels on a GPU; under the interpreter it would only double the time
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        result = function()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return min(times), result
-
-
-def run_placement_kernels(mode: str) -> dict[str, Any]:
-    """Sinkhorn and matching kernels vs their torch versions, and plan_replicas with each backend."""
-    import torch
-
-    from moe_balance.placement import plan_replicas
-    from moe_balance.placement._matching_triton import match_slots_triton  # noqa: F401  (a broken module fails here)
-    from moe_balance.placement._sinkhorn_triton import sinkhorn_flow_triton
-    from moe_balance.placement.replica import rank_cost_matrix
-    from moe_balance.placement.replica_torch import sinkhorn_flow
-
-    device = torch.device("cuda" if mode == "gpu" else "cpu")
-    repeats = 20 if mode == "gpu" else 1
-    generator = torch.Generator().manual_seed(0)
-    num_ranks = 32 if mode == "gpu" else 8
-    supply = torch.rand(num_ranks, generator=generator) * (torch.arange(num_ranks) % 2 == 0)
-    demand = torch.rand(num_ranks, generator=generator) * (torch.arange(num_ranks) % 2 == 1)
-    supply, demand = supply / supply.sum(), demand / demand.sum()
-    cost = rank_cost_matrix(num_ranks, 8 if mode == "gpu" else 4, 3.0)
-    warm_up = mode == "gpu"
-    cpu = torch.device("cpu")
-    torch_s, want = _best_s(lambda: sinkhorn_flow(supply, demand, cost, 0.25, 64), repeats, cpu, warm_up=warm_up)
-    triton_s, got = _best_s(
-        lambda: sinkhorn_flow_triton(supply, demand, cost, 0.25, 64), repeats, device, warm_up=warm_up
-    )
-    sinkhorn = {
-        "ranks": num_ranks,
-        "torch_ms": round(torch_s * 1e3, 3),
-        "triton_ms": round(triton_s * 1e3, 3),
-        "max_abs_diff": float((got.cpu() - want).abs().max()),
-    }
-    sinkhorn["ok"] = sinkhorn["max_abs_diff"] < 1e-5
-
-    num_experts = 256 if mode == "gpu" else 32
-    plans = {}
-    ranks_per_node = 8 if mode == "gpu" else 4
-    for backend in ("torch", "triton"):
-        load = _skewed_load(num_ranks, num_experts, generator=torch.Generator().manual_seed(1))
-        load = load.to(device) if backend == "triton" else load
-
-        def plan(load=load, backend=backend):
-            return plan_replicas(load, spare_slots_per_rank=2, ranks_per_node=ranks_per_node, backend=backend)
-
-        plans[backend] = _best_s(plan, repeats, device if backend == "triton" else cpu, warm_up=warm_up)
-    same = torch.equal(plans["torch"][1].slot_expert.cpu(), plans["triton"][1].slot_expert.cpu()) and torch.equal(
-        plans["torch"][1].tokens.cpu(), plans["triton"][1].tokens.cpu()
-    )
-    replica_plan = {
-        "ranks": num_ranks,
-        "experts": num_experts,
-        "torch_ms": round(plans["torch"][0] * 1e3, 3),
-        "triton_ms": round(plans["triton"][0] * 1e3, 3),
-        "same_plan": same,
-        "imbalance_before": plans["torch"][1].imbalance_before,
-        "imbalance_after": plans["torch"][1].imbalance_after,
-        "ok": same,
-    }
-    return {"ok": sinkhorn["ok"] and replica_plan["ok"], "sinkhorn": sinkhorn, "replica_plan": replica_plan}
-
-
-def _skewed_load(num_ranks: int, num_experts: int, generator) -> Any:
-    """(ranks, experts) routed counts with lognormal popularity: a few hot experts, so replicas are worth planning."""
-    import torch
-
-    popularity = torch.exp(0.8 * torch.randn(num_experts, generator=generator, dtype=torch.float64))
-    share = popularity / popularity.sum()
-    per_rank = (share * 4096).unsqueeze(0).expand(num_ranks, -1)
-    noise = torch.rand((num_ranks, num_experts), generator=generator, dtype=torch.float64) * 0.2 + 0.9
-    return (per_rank * noise).round().long()
+def run_child(name: str, mode: str, out: Path) -> int:
+    """In the child: call the step's function and write its result (an exception becomes a failed result)."""
+    for path in (str(PACKAGE / "src"), str(BENCHMARKS)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    step = next(step for step in STEPS if step.name == name)
+    module, function = step.target.split(":")
+    try:
+        result = getattr(importlib.import_module(module), function)(mode)
+    except Exception as error:  # a broken step is a result, not a crash
+        traceback.print_exc()
+        result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+    out.write_text(json.dumps(result))
+    return 0
 
 
 def versions() -> dict[str, Any]:
@@ -219,40 +172,70 @@ def versions() -> dict[str, Any]:
         info["triton"] = triton.__version__
     except ImportError:
         info["triton"] = None
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
+    info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return info
 
 
-def main() -> int:
+def parse_timeouts(pairs: list[str], parser: argparse.ArgumentParser) -> dict[str, float]:
+    """--timeout-s NAME=SECONDS pairs -> {name: seconds}."""
+    names = {step.name for step in STEPS}
+    timeouts = {}
+    for pair in pairs:
+        name, _, seconds = pair.partition("=")
+        if name not in names or not seconds.replace(".", "", 1).isdigit():
+            parser.error(f"--timeout-s {pair!r}: use NAME=SECONDS with NAME one of {', '.join(sorted(names))}")
+        timeouts[name] = float(seconds)
+    return timeouts
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU under TRITON_INTERPRET=1, small shapes")
     parser.add_argument("--out", default="gpu-check.json", help="JSON results file, or - for stdout")
-    parser.add_argument("--test-timeout-s", type=float, default=None, help="limit for the kernel tests")
+    parser.add_argument("--step", action="append", default=[], help="run only this step (repeat for more)")
+    parser.add_argument("--timeout-s", action="append", default=[], metavar="NAME=SECONDS", help="one step's limit")
+    parser.add_argument("--step-timeout-s", type=float, help="at most this for every step")
+    parser.add_argument("--total-timeout-s", type=float, default=TOTAL_TIMEOUT_S, help="limit for all steps together")
+    for internal in ("--child", "--mode", "--child-out"):  # how the run starts each step's process
+        parser.add_argument(internal, help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> int:
+    parser = build_parser()
     options = parser.parse_args()
-    sys.path.insert(0, str(PACKAGE / "src"))  # this checkout's package, installed or not
-    started = time.perf_counter()
+    if options.child:
+        return run_child(options.child, options.mode, Path(options.child_out))
+    unknown = sorted(set(options.step) - {step.name for step in STEPS})
+    if unknown:
+        parser.error(f"--step {', '.join(unknown)}: no such step; the steps are {', '.join(s.name for s in STEPS)}")
+    overrides = parse_timeouts(options.timeout_s, parser)
     mode = choose_mode(options.dry_run)
-    timeout_s = options.test_timeout_s or (150.0 if mode == "gpu" else 90.0)
+    script = Path(sys.argv[0]).resolve()  # the steps' processes run this same script (and its STEPS)
+    started = time.perf_counter()
     steps: dict[str, Any] = {}
-    timings_s: dict[str, float] = {}
-    for name, step in (
-        ("kernel_tests", lambda: run_kernel_tests(mode, timeout_s)),
-        ("router", lambda: run_router_benchmark(mode)),
-        ("placement", lambda: run_placement_kernels(mode)),
-    ):
-        start = time.perf_counter()
-        try:
-            steps[name] = step()
-        except Exception as error:  # a broken step is a result, not a crash: the others still run
-            steps[name] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
-        timings_s[name] = round(time.perf_counter() - start, 2)
+    for step in STEPS:
+        if options.step and step.name not in options.step:
+            continue
+        if mode != "gpu" and step.dry_run_skip:
+            steps[step.name] = {"ok": True, "skipped": step.dry_run_skip}
+            continue
+        left_s = options.total_timeout_s - (time.perf_counter() - started)
+        if left_s < MIN_STEP_S:
+            steps[step.name] = {"ok": False, "error": f"not started: {left_s:.0f} s left of the run's limit"}
+            continue
+        timeout_s = min(overrides.get(step.name, step.timeout_s(mode)), options.step_timeout_s or float("inf"), left_s)
+        steps[step.name] = run_step(step, mode, round(timeout_s, 1), script)
+    timings_s = {name: step.get("wall_s", 0.0) for name, step in steps.items()}
     timings_s["total"] = round(time.perf_counter() - started, 2)
     result = {
         "ok": all(step["ok"] for step in steps.values()),
         "mode": mode,
         "versions": versions(),
+        "limits_s": {"total": options.total_timeout_s, "step": options.step_timeout_s},
         "steps": steps,
+        "failed": [name for name, step in steps.items() if not step["ok"]],
+        "skipped": [name for name, step in steps.items() if isinstance(step.get("skipped"), str)],
         "timings_s": timings_s,
     }
     text = json.dumps(result, indent=1)
@@ -260,9 +243,8 @@ def main() -> int:
         print(text)
     else:
         Path(options.out).write_text(text + "\n")
-        verdict = "ok" if result["ok"] else "FAILED"
-        failed = [name for name, step in steps.items() if not step["ok"]]
-        print(f"gpu-check ({mode}): {verdict} in {timings_s['total']:.1f} s -> {options.out}", *failed)
+        verdict = "ok" if result["ok"] else "FAILED: " + ", ".join(result["failed"])
+        print(f"gpu-check ({mode}): {verdict} in {timings_s['total']:.1f} s -> {options.out}")
     return 0 if result["ok"] else 1
 
 
