@@ -223,6 +223,12 @@ gpu-check: venv ## the first-GPU check of moe_balance; a CPU dry run where there
 	@cd $(ROOT)/packages/moe_balance && $(TOOL_ENV) $(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS) --out $(GPU_CHECK_OUT)
 	@echo "gpu-check: results in $(GPU_CHECK_OUT)"
 
+# pip's resolver against PyPI for Python 3.10 to 3.13 on x86_64 and aarch64 (needs the network, so not in make test);
+# a pythonX.Y missing from PATH is named with RESOLUTION_MATRIX_ARGS="--python 3.10=/path/to/python3.10".
+.PHONY: resolution-matrix
+resolution-matrix: ## resolve the gpu_moe role's pins and requirements/moe.txt per Python and machine (network)
+	@$(TOOL_ENV) python3 $(ROOT)/tools/resolution_matrix.py --out $(WORK)/resolution-matrix.json $(RESOLUTION_MATRIX_ARGS)
+
 test: ## everything CI runs; ends with a table of each step's wall time
 	@$(STEP_TIMES) make $(WORK)/step-times-test.tsv $(TEST_STEPS)
 	@echo "make test: all checks passed"

@@ -6,7 +6,7 @@
 # GPU (all-reduce across them when there are two or more), and prints per GPU: model, capability, memory, checks,
 # seconds; and once: torch, CUDA, cuDNN, NCCL, driver, torch's GPU count against nvidia-smi's.
 #
-# Budget (one H200-class GPU, a fast index): wheels ~2.8 GiB download 1-3 min, pip install 1-2 min, first Triton
+# Budget (one H200-class GPU, a fast index): wheels ~2.6 GiB download 1-3 min, pip install 1-2 min, first Triton
 # compile + smoke < 1 min. The whole run is stopped after GPU_SITE_CHECK_TIMEOUT_S (default 480 s = 8 min).
 #
 # Usage: tools/gpu_site_check.sh [--dry-run] [--no-allreduce] [-- EXTRA ansible-playbook ARGS]
@@ -53,6 +53,11 @@ if [ "$ALLREDUCE" = auto ]; then
   if [ "$GPU_COUNT" -ge 2 ]; then ALLREDUCE=true; else ALLREDUCE=false; fi
 fi
 
+# numpy as requirements/moe.txt pins it for the host's Python: numpy 2.3 and later have no CPython 3.10 wheel.
+HOST_PYTHON_VERSION=$("$HOST_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+  || { echo "gpu_site_check: $HOST_PYTHON does not run; set GPU_MOE_PYTHON to the host Python for the venv" >&2; exit 2; }
+NUMPY_VERSION=$("$CONTROLLER_PYTHON" "$ROOT/tools/moe_pins.py" pin numpy --python-version "$HOST_PYTHON_VERSION")
+
 mkdir -p "$WORK"
 REPORT="$WORK/smoke/smoke.json"
 cat > "$WORK/inventory.yml" <<EOF
@@ -72,7 +77,7 @@ all:
           gpu_moe_index_url: "${GPU_MOE_INDEX_URL:-https://pypi.org/simple}"
           gpu_moe_torch_cuda: "${GPU_MOE_TORCH_CUDA:-}"
           gpu_moe_pinned_packages:
-            numpy: "2.4.6"
+            numpy: "$NUMPY_VERSION"
           gpu_moe_venv: "$WORK/venv"
           gpu_moe_venvs_dir: "$WORK/venvs"
           gpu_moe_stage_dir: "$WORK/stage"
@@ -85,7 +90,8 @@ all:
           gpu_moe_controller_build_dir: "$WORK/build"
 EOF
 PLAY=(ansible-playbook -i "$WORK/inventory.yml" "$ROOT/playbooks/gpu.yml" "$@")
-echo "gpu_site_check: $GPU_COUNT GPU(s) listed by nvidia-smi; all-reduce: $ALLREDUCE; work folder $WORK"
+echo "gpu_site_check: $GPU_COUNT GPU(s) listed by nvidia-smi; all-reduce: $ALLREDUCE; Python $HOST_PYTHON_VERSION" \
+  "with numpy $NUMPY_VERSION; work folder $WORK"
 
 if [ "$DRY_RUN" = 1 ]; then
   "${PLAY[@]}" --syntax-check

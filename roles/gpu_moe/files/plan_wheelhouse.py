@@ -64,14 +64,29 @@ def platform_tags(machine: str, glibc: str) -> list[str]:
     return tags
 
 
-def download_platforms(machine: str, glibc: str) -> str:
-    """`--platform` options for pip download: each manylinux tag from the host's glibc (at most 2_28) down to 2_17.
+def download_platform_tags(machine: str, glibc: str) -> list[str]:
+    """The `--platform` tags for pip download: each manylinux_2_N tag from the host's glibc (at most 2_28) down to the
+    oldest of its architecture (2_5 on x86_64 and i686, 2_17 elsewhere), then the legacy aliases among them.
 
-    A single `--platform manylinux_2_28_x86_64` is not enough: pip then takes no wheel tagged for an older glibc only,
-    and nvidia-cudnn-cu13 (2_27) or the NCCL wheels (2_18) are left out, so the resolution fails.
+    pip matches a `--platform` tag literally: `manylinux_2_28_x86_64` takes no wheel tagged for an older glibc only
+    (pip/_internal/utils/compatibility_tags.py expands manylinux2014 and manylinux2010 alone). torch 2.13.0's CUDA
+    wheels are tagged from manylinux_2_28 (torch) down to manylinux1 (nvidia-nvtx, x86_64), and nvidia-cusparselt-cu13
+    0.8.1 is tagged manylinux2014 only, so a shorter list leaves one out and the resolution fails.
     """
     newest = min(int(glibc.split(".")[1]), 28)
-    return " ".join(f"--platform manylinux_2_{m}_{machine}" for m in range(newest, 16, -1))
+    oldest = 5 if machine in ("x86_64", "i686") else 17
+    tags = [f"manylinux_2_{minor}_{machine}" for minor in range(newest, oldest - 1, -1)]
+    aliases = [
+        f"{alias}_{machine}"
+        for minor, (alias, arches) in LEGACY_MANYLINUX.items()
+        if machine in arches and minor <= newest
+    ]
+    return tags + aliases
+
+
+def download_platforms(machine: str, glibc: str) -> str:
+    """`--platform` options for pip download (download_platform_tags)."""
+    return " ".join(f"--platform {tag}" for tag in download_platform_tags(machine, glibc))
 
 
 def sha256_of(path: Path) -> str:
@@ -139,7 +154,8 @@ def resolve(args: argparse.Namespace) -> dict:
                 f"{'.'.join(version[:2])} on {args.machine} (glibc {args.glibc}): {' | '.join(reasons[-4:])}; add "
                 f"the missing wheels with `pip download --only-binary=:all: --python-version {'.'.join(version[:2])} "
                 f"{download_platforms(args.machine, args.glibc)} "
-                f"-d {wheelhouse} ...` (every manylinux tag the host accepts: the CUDA wheels are tagged 2_17 to 2_28)"
+                f"-d {wheelhouse} ...` (every manylinux tag the host accepts: the CUDA wheels are tagged from "
+                "manylinux1 to manylinux_2_28)"
             )
         installs = json.loads(report.read_text())["install"]
     wheels = []

@@ -4,6 +4,10 @@ pip installs torch and triton together only when triton is the version torch its
 requires triton==3.7.1; pinning 3.9.0 beside it is ResolutionImpossible). The table
 roles/gpu_moe/files/torch_builds.json records what PyPI's torch wheels declare; these tests fail when a pin moves
 without it, before `make setup` or the role fails on a fresh machine.
+
+numpy follows the Python version: 2.4.6 has no CPython 3.10 wheel (Requires-Python >=3.11), so requirements/moe.txt
+pins 2.2.6, the last release with one, behind a `python_version < "3.11"` marker. The wheel lists of both releases are
+recorded from PyPI in tests/unit/fixtures/pip_report/.
 """
 
 from __future__ import annotations
@@ -22,13 +26,25 @@ ROLE = REPO / "roles" / "gpu_moe"
 TABLE = json.loads((ROLE / "files" / "torch_builds.json").read_text())["torch"]
 
 
-def pins(path: Path) -> dict[str, str]:
-    """name -> version for every `name==version` line of a pip requirements file."""
+# The Python versions the role accepts (vars/main.yml gpu_moe_min_python) up to the newest the matrix resolves.
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+NUMPY_FILES = json.loads(
+    (REPO / "tests" / "unit" / "fixtures" / "pip_report" / "numpy-2.2.6-2.4.6-files.json").read_text()
+)
+
+
+def pins(path: Path, python_version: str = "3.11") -> dict[str, str]:
+    """name -> version for every `name==version` line of a pip requirements file whose marker holds for that Python."""
+    environment = {"python_version": python_version, "python_full_version": f"{python_version}.0"}
     found = {}
     for line in path.read_text().splitlines():
-        match = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s;#]+).*", line)
-        if match:
-            found[match.group(1).lower()] = match.group(2)
+        text = line.split("#", 1)[0].strip()
+        requirement = Requirement(text) if text else None
+        if requirement and (requirement.marker is None or requirement.marker.evaluate(environment)):
+            [specifier] = requirement.specifier
+            assert specifier.operator == "==", f"{path.name}: {text} is not an exact pin"
+            assert requirement.name.lower() not in found, f"{path.name} pins {requirement.name} twice"
+            found[requirement.name.lower()] = specifier.version
     return found
 
 
@@ -82,3 +98,27 @@ def test_installed_torch_declares_the_triton_of_the_table():
     if not triton:
         pytest.skip(f"the installed torch {torch_version} declares no triton (a local CPU build such as +cpu does not)")
     assert str(triton[0].specifier) == f"=={triton_for(torch_version)}"
+
+
+@pytest.mark.parametrize("python_version", PYTHONS)
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_moe_txt_pins_a_numpy_with_a_wheel_for_each_python_the_role_accepts(python_version, machine):
+    numpy = pins(REPO / "requirements" / "moe.txt", python_version)["numpy"]
+    assert numpy in NUMPY_FILES, f"numpy {numpy}: record its wheels in tests/unit/fixtures/pip_report/ from PyPI"
+    tag = "cp" + python_version.replace(".", "")
+    wheels = [name for name in NUMPY_FILES[numpy]["linux_wheels"] if f"-{tag}-{tag}-" in name and machine in name]
+    assert wheels, f"numpy {numpy} has no {tag} wheel for {machine} on PyPI; requirements/moe.txt must pin another"
+
+
+def test_moe_txt_pins_the_same_numpy_as_the_project_venv_for_its_python():
+    """The project venv is Debian 12's Python 3.11; constraints.txt is its freeze."""
+    assert (
+        pins(REPO / "requirements" / "moe.txt", "3.11")["numpy"]
+        == pins(REPO / "requirements" / "constraints.txt")["numpy"]
+    )
+
+
+def test_lab_pins_the_numpy_of_moe_txt_for_the_labs_python():
+    """The lab's hosts and its controller run Debian 12's Python 3.11 (tests/lab)."""
+    lab = yaml.safe_load((REPO / "tests" / "lab" / "site" / "group_vars" / "all.yml").read_text())
+    assert lab["gpu_moe_lab_numpy_version"] == pins(REPO / "requirements" / "moe.txt", "3.11")["numpy"]
