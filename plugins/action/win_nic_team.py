@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleError
 
 from ansible_collections.hpc.balance.plugins.module_utils._wincommand import with_commands
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import Plan
@@ -90,6 +90,37 @@ ARGUMENT_SPEC = {
     "wait_delay_s": {"type": "int", "default": 5},
 }
 
+
+def _dropped_connection_errors() -> tuple[type[BaseException], ...]:
+    """What a WinRM or PSRP call can raise when the change re-binds the NIC that carries the connection.
+
+    ansible-core 2.19's winrm connection plugin raises more than AnsibleConnectionFailure:
+    - ``_winrm_connect`` (run by ``reset()`` and by the first call after it) raises a plain
+      ``AnsibleError('the connection attempt timed out')`` for an operation timeout;
+    - ``_winrm_exec`` turns only ``requests.exceptions.Timeout`` into AnsibleConnectionFailure: a connection reset
+      or refused (``requests.exceptions.ConnectionError``, an OSError) escapes as it is;
+    - the command clean-up in its ``finally`` re-raises pywinrm's ``WinRMTransportError`` (HTTP status other than
+      400), and ``_winrm_run_command`` re-raises ``WSManFaultError`` (a ``WinRMError``).
+    AnsibleError covers AnsibleConnectionFailure and the send_input failure; OSError covers every requests error.
+    """
+    errors: list[type[BaseException]] = [AnsibleError, OSError]
+    try:
+        from winrm.exceptions import WinRMError, WinRMOperationTimeoutError, WinRMTransportError
+    except ImportError:
+        pass
+    else:
+        errors += [WinRMError, WinRMOperationTimeoutError, WinRMTransportError]
+    try:
+        from pypsrp.exceptions import WinRMError as PsrpError  # psrp: its WinRMTransportError is a WinRMError
+    except ImportError:
+        pass
+    else:
+        errors.append(PsrpError)
+    return tuple(errors)
+
+
+DROPPED_CONNECTION_ERRORS = _dropped_connection_errors()
+
 # Indirection so tests can drive the wait loops without sleeping.
 _sleep = time.sleep
 _monotonic = time.monotonic
@@ -151,8 +182,9 @@ class ActionModule(WinPlanAction):
             applied = self._execute_module(
                 module_name=APPLY_MODULE, module_args={"changes": with_commands(changes[:-1])}, task_vars=task_vars
             )
-        except AnsibleConnectionFailure as error:
-            applied = {"unreachable": True, "msg": str(error)}
+        except DROPPED_CONNECTION_ERRORS as error:
+            # The change may have run: only the reconnect and disarm below tell, so this is not a failure yet.
+            applied = {"unreachable": True, "msg": f"{type(error).__name__}: {error}"}
         if applied.get("failed"):
             ran = [step.get("command") for step in applied.get("applied", [])]
             armed = "Register-HpcRollback" in ran
@@ -198,7 +230,7 @@ class ActionModule(WinPlanAction):
                 )
                 if not answer.get("failed") and not answer.get("unreachable"):
                     return _monotonic() - started
-            except AnsibleConnectionFailure:
-                pass
+            except DROPPED_CONNECTION_ERRORS:
+                pass  # not back yet: try again until the margin before the rollback fires
             _sleep(5)
         return None

@@ -4,7 +4,9 @@
 
 The Windows host only runs win_smb_multichannel_gather and win_smb_multichannel_apply; the decisions and the
 channel verdict are made here. The share is opened only to verify, and only with a credential path that avoids the
-WinRM double hop (become with runas, CredSSP, or Kerberos delegation), which this plugin reads from the task.
+WinRM double hop (become with runas and a password, CredSSP, or Kerberos delegation). This plugin reads it as Ansible
+resolved it for the task and host: the become plugin set on the connection (task keywords or inventory
+ansible_become_* alike), else the play context, and the connection plugin's own options.
 """
 
 from __future__ import annotations
@@ -55,6 +57,48 @@ _sleep = time.sleep
 _monotonic = time.monotonic
 
 
+def _option(plugin: Any, name: str) -> Any:
+    """A plugin option, or None where the plugin has no such option (or is not a plugin)."""
+    try:
+        return plugin.get_option(name)
+    except (AttributeError, KeyError):
+        return None
+
+
+def become_settings(connection: Any, play_context: Any) -> tuple[str | None, bool]:
+    """(become method, whether a become password is set) as the task executor resolved them; method None: no become.
+
+    The task executor sets the become plugin on the connection from the task keywords or the inventory's
+    ansible_become / ansible_become_method (whichever is set), and passes the password to it; without a plugin
+    there, the play context carries the same resolution.
+    """
+    plugin = getattr(connection, "become", None)
+    if plugin is not None and hasattr(plugin, "get_option"):
+        method = getattr(plugin, "ansible_name", None) or getattr(plugin, "name", None)
+        return (str(method) if method else None), bool(_option(plugin, "become_pass"))
+    if not getattr(play_context, "become", False):
+        return None, False
+    return getattr(play_context, "become_method", None), bool(getattr(play_context, "become_pass", None))
+
+
+def transport_settings(connection: Any, task_vars: dict) -> tuple[list[str], bool]:
+    """(authentication transports, Kerberos delegation) from the connection plugin's options (winrm: transport and
+    the ansible_winrm_kerberos_delegation extra; psrp: auth and negotiate_delegate), else from the task vars."""
+    transport = _option(connection, "transport") or _option(connection, "auth")
+    extras = _option(connection, "_extras")
+    delegation = _option(connection, "negotiate_delegate")
+    if delegation is None and isinstance(extras, dict):
+        delegation = extras.get("ansible_winrm_kerberos_delegation")
+    if not isinstance(transport, (str, list, tuple)):
+        transport = task_vars.get("ansible_winrm_transport") or task_vars.get("ansible_psrp_auth") or ""
+    if delegation is None or not isinstance(delegation, (bool, str, int)):
+        delegation = task_vars.get("ansible_winrm_kerberos_delegation") or task_vars.get(
+            "ansible_psrp_negotiate_delegate"
+        )
+    transports = transport.split(",") if isinstance(transport, str) else [str(t) for t in transport]
+    return [t.strip() for t in transports if t and t.strip()], str(delegation).lower() in ("true", "yes", "1", "on")
+
+
 def _switches(state: SmbState) -> dict:
     return {
         "server_multichannel": state.server_multichannel,
@@ -79,9 +123,9 @@ class ActionModule(WinPlanAction):
         return parse_smb_state(raw)
 
     def _desired(self, desired: SmbDesired, task_vars: dict) -> SmbDesired:
-        become = bool(getattr(self._task, "become", False))
-        method = getattr(self._task, "become_method", None)
-        return replace(desired, credential_path=credential_path(become, method, task_vars))
+        method, password = become_settings(self._connection, self._play_context)
+        transports, delegation = transport_settings(self._connection, task_vars)
+        return replace(desired, credential_path=credential_path(method, password, transports, delegation))
 
     def _plan(self, desired: SmbDesired, state: SmbState) -> Plan:
         return plan(desired, state)

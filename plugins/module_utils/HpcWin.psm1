@@ -101,38 +101,80 @@ Function Get-RollbackPath {
     Join-Path -Path $folder -ChildPath $file
 }
 
+Function Clear-HpcIPv4Address {
+    # The interface's IPv4 default route and addresses, each removed only where there is one: a remove cmdlet with
+    # -ErrorAction Stop fails when it finds nothing, and SilentlyContinue would hide a real failure.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $InterfaceAlias
+    )
+
+    if ($PSCmdlet.ShouldProcess($InterfaceAlias, 'remove the IPv4 default route and addresses')) {
+        $default = '0.0.0.0/0'
+        $routes = @(Get-NetRoute -InterfaceAlias $InterfaceAlias -DestinationPrefix $default -ErrorAction Ignore)
+        foreach ($route in $routes) {
+            $route | Remove-NetRoute -Confirm:$false -ErrorAction Stop
+        }
+        $addresses = @(Get-NetIPAddress -InterfaceAlias $InterfaceAlias -AddressFamily IPv4 -ErrorAction Ignore)
+        foreach ($address in $addresses) {
+            $address | Remove-NetIPAddress -Confirm:$false -ErrorAction Stop
+        }
+    }
+}
+
 Function Register-HpcRollback {
     # Arms the rollback: a one-shot task, as SYSTEM, that runs the rendered script TimeoutSeconds from now.
+    # New-ScheduledTaskAction/-Trigger/-Principal only build objects in memory and take no -Confirm; neither does
+    # Register-ScheduledTask (its Learn syntax has no -WhatIf/-Confirm).
+    [CmdletBinding(SupportsShouldProcess = $true)]
     param(
         [Parameter(Mandatory = $true)] [string] $TaskName,
         [Parameter(Mandatory = $true)] [string] $Script,
         [Parameter(Mandatory = $true)] [int] $TimeoutSeconds
     )
 
-    $path = Get-RollbackPath -TaskName $TaskName
-    New-Item -ItemType Directory -Path (Split-Path -Path $path -Parent) -Force | Out-Null
-    Set-Content -LiteralPath $path -Value $Script -Encoding UTF8
-    $argument = '-NoProfile -NonInteractive -ExecutionPolicy Bypass -File "{0}"' -f $path
-    $action = New-ScheduledTaskAction -Execute 'powershell.exe' -Argument $argument
-    $trigger = New-ScheduledTaskTrigger -Once -At ((Get-Date).AddSeconds($TimeoutSeconds))
-    $principal = New-ScheduledTaskPrincipal -UserId 'SYSTEM' -LogonType ServiceAccount -RunLevel Highest
-    Register-ScheduledTask -TaskName $TaskName -Action $action -Trigger $trigger -Principal $principal -Force | Out-Null
+    if ($PSCmdlet.ShouldProcess($TaskName, 'register the rollback task')) {
+        $path = Get-RollbackPath -TaskName $TaskName
+        $folder = Split-Path -Path $path -Parent
+        New-Item -ItemType Directory -Path $folder -Force -Confirm:$false -ErrorAction Stop | Out-Null
+        Set-Content -LiteralPath $path -Value $Script -Encoding UTF8 -Confirm:$false -ErrorAction Stop
+        $argument = '-NoProfile -NonInteractive -ExecutionPolicy Bypass -File "{0}"' -f $path
+        $action = New-ScheduledTaskAction -Execute 'powershell.exe' -Argument $argument -ErrorAction Stop
+        $trigger = New-ScheduledTaskTrigger -Once -At ((Get-Date).AddSeconds($TimeoutSeconds)) -ErrorAction Stop
+        $principal = New-ScheduledTaskPrincipal -UserId 'SYSTEM' -LogonType ServiceAccount -RunLevel Highest -ErrorAction Stop
+        $task = @{
+            TaskName = $TaskName
+            Action = $action
+            Trigger = $trigger
+            Principal = $principal
+        }
+        Register-ScheduledTask @task -Force -ErrorAction Stop | Out-Null
+    }
 }
 
 Function Unregister-HpcRollback {
-    # Disarms the rollback once the controller is back: the task and its script go.
+    # Disarms the rollback once the controller is back: the task and its script go. A task already gone (it ran
+    # and unregistered itself) is not an error; a task that cannot be unregistered is.
+    [CmdletBinding(SupportsShouldProcess = $true)]
     param(
         [Parameter(Mandatory = $true)] [string] $TaskName
     )
 
-    Unregister-ScheduledTask -TaskName $TaskName -Confirm:$false -ErrorAction SilentlyContinue
-    Remove-Item -LiteralPath (Get-RollbackPath -TaskName $TaskName) -Force -ErrorAction SilentlyContinue
+    if ($PSCmdlet.ShouldProcess($TaskName, 'unregister the rollback task')) {
+        if ($null -ne (Get-ScheduledTask -TaskName $TaskName -ErrorAction SilentlyContinue)) {
+            Unregister-ScheduledTask -TaskName $TaskName -Confirm:$false -ErrorAction Stop
+        }
+        $path = Get-RollbackPath -TaskName $TaskName
+        if (Test-Path -LiteralPath $path) {
+            Remove-Item -LiteralPath $path -Force -Confirm:$false -ErrorAction Stop
+        }
+    }
 }
 
 $exportMembers = @{
     Function = @(
         'ConvertTo-Record', 'Test-Command', 'Get-Record', 'Invoke-ChangeList', 'Wait-HpcNetAdapter',
-        'Register-HpcRollback', 'Unregister-HpcRollback'
+        'Clear-HpcIPv4Address', 'Register-HpcRollback', 'Unregister-HpcRollback'
     )
 }
 Export-ModuleMember @exportMembers

@@ -13,18 +13,53 @@ NetAdapter, NetTCPIP, DnsClient, Hyper-V, SmbShare, ScheduledTasks.
 from __future__ import annotations
 
 WAIT_ADAPTER_TIMEOUT_S = 60
-IPV4_DEFAULT_ROUTE = "0.0.0.0/0"
+
+# Verbs of the commands that change state. Each such command is given -Confirm:$false and -ErrorAction Stop itself:
+# $ConfirmPreference / $ErrorActionPreference set by a module or a script do not reach the functions of another
+# module (NetLbfo, NetTCPIP, DnsClient, SmbShare, ScheduledTasks are CDXML modules), which read only their own
+# module's and the global scope's preferences (about_Preference_Variables; NetworkingDsc passes both on every call).
+STATE_CHANGING_VERBS = frozenset(
+    {
+        "Add",
+        "Clear",
+        "Disable",
+        "Enable",
+        "New",
+        "Register",
+        "Remove",
+        "Rename",
+        "Reset",
+        "Restart",
+        "Set",
+        "Start",
+        "Stop",
+        "Unregister",
+        "Update",
+    }
+)
+# State-changing cmdlets whose Learn syntax has no -WhatIf/-Confirm: they get -ErrorAction Stop only.
+NO_CONFIRM = frozenset({"Register-ScheduledTask", "Update-SmbMultichannelConnection"})
 
 
-def _cmd(command: str, **parameters: object) -> dict:
-    return {"command": command, "parameters": {k: v for k, v in parameters.items() if v is not None}}
+def changes_state(command: str) -> bool:
+    return command.split("-", 1)[0] in STATE_CHANGING_VERBS
+
+
+def cmdlet(command: str, **parameters: object) -> dict:
+    """One command; a state-changing one carries -Confirm:$false (where it takes it) and -ErrorAction Stop."""
+    arguments = {k: v for k, v in parameters.items() if v is not None}
+    if changes_state(command):
+        if command not in NO_CONFIRM:
+            arguments["Confirm"] = False
+        arguments["ErrorAction"] = "Stop"
+    return {"command": command, "parameters": arguments}
 
 
 def _lbfo(change: dict) -> list[dict]:
     action = change["action"]
     if action == "new_team":
         return [
-            _cmd(
+            cmdlet(
                 "New-NetLbfoTeam",
                 Name=change["team"],
                 TeamMembers=list(change["members"]),
@@ -35,12 +70,12 @@ def _lbfo(change: dict) -> list[dict]:
             )
         ]
     if action == "remove_team":
-        return [_cmd("Remove-NetLbfoTeam", Name=change["team"])]
+        return [cmdlet("Remove-NetLbfoTeam", Name=change["team"])]
     if action == "rename_team":
-        return [_cmd("Rename-NetLbfoTeam", Name=change["team"], NewName=change["new_name"])]
+        return [cmdlet("Rename-NetLbfoTeam", Name=change["team"], NewName=change["new_name"])]
     if action == "set_team":
         return [
-            _cmd(
+            cmdlet(
                 "Set-NetLbfoTeam",
                 Name=change["team"],
                 TeamingMode=change.get("teaming_mode"),
@@ -50,7 +85,7 @@ def _lbfo(change: dict) -> list[dict]:
         ]
     if action == "add_member":
         return [
-            _cmd(
+            cmdlet(
                 "Add-NetLbfoTeamMember",
                 Name=change["member"],
                 Team=change["team"],
@@ -58,10 +93,10 @@ def _lbfo(change: dict) -> list[dict]:
             )
         ]
     if action == "remove_member":
-        return [_cmd("Remove-NetLbfoTeamMember", Name=change["member"], Team=change["team"])]
+        return [cmdlet("Remove-NetLbfoTeamMember", Name=change["member"], Team=change["team"])]
     if action == "set_member_mode":
         return [
-            _cmd(
+            cmdlet(
                 "Set-NetLbfoTeamMember",
                 Name=change["member"],
                 Team=change["team"],
@@ -69,16 +104,18 @@ def _lbfo(change: dict) -> list[dict]:
             )
         ]
     if action == "rename_team_nic":
-        return [_cmd("Rename-NetAdapter", Name=change["team_nic"], NewName=change["new_name"])]
+        return [cmdlet("Rename-NetAdapter", Name=change["team_nic"], NewName=change["new_name"])]
     if action == "set_team_nic_vlan":
-        return [_cmd("Set-NetLbfoTeamNic", Name=change["team_nic"], VlanID=int(change["vlan_id"]))]
+        return [cmdlet("Set-NetLbfoTeamNic", Name=change["team_nic"], VlanID=int(change["vlan_id"]))]
     if action == "set_team_nic_default":
         # Untagging is -Default; -VlanID 0 is not the documented way back to Default mode.
-        return [_cmd("Set-NetLbfoTeamNic", Name=change["team_nic"], Default=True)]
+        return [cmdlet("Set-NetLbfoTeamNic", Name=change["team_nic"], Default=True)]
     if action == "add_team_nic":
-        return [_cmd("Add-NetLbfoTeamNic", Team=change["team"], VlanID=int(change["vlan_id"]), Name=change["team_nic"])]
+        return [
+            cmdlet("Add-NetLbfoTeamNic", Team=change["team"], VlanID=int(change["vlan_id"]), Name=change["team_nic"])
+        ]
     if action == "remove_team_nic":
-        return [_cmd("Remove-NetLbfoTeamNic", Team=change["team"], VlanID=int(change["vlan_id"]))]
+        return [cmdlet("Remove-NetLbfoTeamNic", Team=change["team"], VlanID=int(change["vlan_id"]))]
     return []
 
 
@@ -86,27 +123,13 @@ def _ip(change: dict) -> list[dict]:
     action = change["action"]
     alias = change.get("interface")
     if action == "wait_adapter":
-        return [_cmd("Wait-HpcNetAdapter", Name=alias, TimeoutSeconds=WAIT_ADAPTER_TIMEOUT_S)]
-    clear = [
-        _cmd(
-            "Remove-NetRoute",
-            InterfaceAlias=alias,
-            DestinationPrefix=IPV4_DEFAULT_ROUTE,
-            Confirm=False,
-            ErrorAction="SilentlyContinue",
-        ),
-        _cmd(
-            "Remove-NetIPAddress",
-            InterfaceAlias=alias,
-            AddressFamily="IPv4",
-            Confirm=False,
-            ErrorAction="SilentlyContinue",
-        ),
-    ]
+        return [cmdlet("Wait-HpcNetAdapter", Name=alias, TimeoutSeconds=WAIT_ADAPTER_TIMEOUT_S)]
+    # The IPv4 default route and addresses of the interface, each removed only where there is one (HpcWin.psm1).
+    clear = [cmdlet("Clear-HpcIPv4Address", InterfaceAlias=alias)]
     if action == "set_ip":
-        steps = [_cmd("Set-NetIPInterface", InterfaceAlias=alias, AddressFamily="IPv4", Dhcp="Disabled"), *clear]
+        steps = [cmdlet("Set-NetIPInterface", InterfaceAlias=alias, AddressFamily="IPv4", Dhcp="Disabled"), *clear]
         steps.append(
-            _cmd(
+            cmdlet(
                 "New-NetIPAddress",
                 InterfaceAlias=alias,
                 AddressFamily="IPv4",
@@ -117,14 +140,14 @@ def _ip(change: dict) -> list[dict]:
         )
         if change.get("dns_servers"):
             steps.append(
-                _cmd("Set-DnsClientServerAddress", InterfaceAlias=alias, ServerAddresses=list(change["dns_servers"]))
+                cmdlet("Set-DnsClientServerAddress", InterfaceAlias=alias, ServerAddresses=list(change["dns_servers"]))
             )
         return steps
     if action == "set_ip_dhcp":
         return [
             *clear,
-            _cmd("Set-NetIPInterface", InterfaceAlias=alias, AddressFamily="IPv4", Dhcp="Enabled"),
-            _cmd("Set-DnsClientServerAddress", InterfaceAlias=alias, ResetServerAddresses=True),
+            cmdlet("Set-NetIPInterface", InterfaceAlias=alias, AddressFamily="IPv4", Dhcp="Enabled"),
+            cmdlet("Set-DnsClientServerAddress", InterfaceAlias=alias, ResetServerAddresses=True),
         ]
     return []
 
@@ -133,7 +156,7 @@ def _hyperv(change: dict) -> list[dict]:
     action = change["action"]
     if action == "new_set_switch":
         return [
-            _cmd(
+            cmdlet(
                 "New-VMSwitch",
                 Name=change["switch"],
                 NetAdapterName=list(change["members"]),
@@ -143,7 +166,7 @@ def _hyperv(change: dict) -> list[dict]:
         ]
     if action == "set_set_team":
         return [
-            _cmd(
+            cmdlet(
                 "Set-VMSwitchTeam",
                 Name=change["switch"],
                 NetAdapterName=list(change["members"]) if change.get("members") else None,
@@ -151,15 +174,15 @@ def _hyperv(change: dict) -> list[dict]:
             )
         ]
     if action == "set_vm_switch":
-        return [_cmd("Set-VMSwitch", Name=change["switch"], AllowManagementOS=bool(change["allow_management_os"]))]
+        return [cmdlet("Set-VMSwitch", Name=change["switch"], AllowManagementOS=bool(change["allow_management_os"]))]
     if action == "remove_set_switch":
-        return [_cmd("Remove-VMSwitch", Name=change["switch"], Force=True)]
+        return [cmdlet("Remove-VMSwitch", Name=change["switch"], Force=True)]
     if action == "add_host_vnic":
-        return [_cmd("Add-VMNetworkAdapter", ManagementOS=True, SwitchName=change["switch"], Name=change["vnic"])]
+        return [cmdlet("Add-VMNetworkAdapter", ManagementOS=True, SwitchName=change["switch"], Name=change["vnic"])]
     if action == "set_host_vnic_vlan":
         if int(change["vlan_id"]):
             return [
-                _cmd(
+                cmdlet(
                     "Set-VMNetworkAdapterVlan",
                     ManagementOS=True,
                     VMNetworkAdapterName=change["vnic"],
@@ -167,22 +190,24 @@ def _hyperv(change: dict) -> list[dict]:
                     VlanId=int(change["vlan_id"]),
                 )
             ]
-        return [_cmd("Set-VMNetworkAdapterVlan", ManagementOS=True, VMNetworkAdapterName=change["vnic"], Untagged=True)]
+        return [
+            cmdlet("Set-VMNetworkAdapterVlan", ManagementOS=True, VMNetworkAdapterName=change["vnic"], Untagged=True)
+        ]
     if action == "set_rdma":
         command = "Enable-NetAdapterRdma" if change["enabled"] else "Disable-NetAdapterRdma"
-        return [_cmd(command, Name=change["adapter"])]
+        return [cmdlet(command, Name=change["adapter"])]
     return []
 
 
 def _smb(change: dict) -> list[dict]:
     action = change["action"]
     if action == "set_server_multichannel":
-        return [_cmd("Set-SmbServerConfiguration", EnableMultiChannel=bool(change["enable"]), Force=True)]
+        return [cmdlet("Set-SmbServerConfiguration", EnableMultiChannel=bool(change["enable"]), Force=True)]
     if action == "set_client_multichannel":
-        return [_cmd("Set-SmbClientConfiguration", EnableMultiChannel=bool(change["enable"]), Force=True)]
+        return [cmdlet("Set-SmbClientConfiguration", EnableMultiChannel=bool(change["enable"]), Force=True)]
     if action == "add_constraint":
         return [
-            _cmd(
+            cmdlet(
                 "New-SmbMultichannelConstraint",
                 ServerName=change["server_name"],
                 InterfaceAlias=list(change["interfaces"]),
@@ -191,7 +216,7 @@ def _smb(change: dict) -> list[dict]:
         ]
     if action == "remove_constraint":
         return [
-            _cmd(
+            cmdlet(
                 "Remove-SmbMultichannelConstraint",
                 ServerName=change["server_name"],
                 InterfaceAlias=list(change["interfaces"]),
@@ -199,14 +224,14 @@ def _smb(change: dict) -> list[dict]:
             )
         ]
     if action == "update_connections":
-        return [_cmd("Update-SmbMultichannelConnection", ServerName=change.get("server_name"))]
+        return [cmdlet("Update-SmbMultichannelConnection", ServerName=change.get("server_name"))]
     return []
 
 
 def _rollback(change: dict) -> list[dict]:
     if change["action"] == "arm_rollback":
         return [
-            _cmd(
+            cmdlet(
                 "Register-HpcRollback",
                 TaskName=change["task_name"],
                 Script=change["script"],
@@ -214,7 +239,7 @@ def _rollback(change: dict) -> list[dict]:
             )
         ]
     if change["action"] == "disarm_rollback":
-        return [_cmd("Unregister-HpcRollback", TaskName=change["task_name"])]
+        return [cmdlet("Unregister-HpcRollback", TaskName=change["task_name"])]
     return []
 
 
@@ -244,17 +269,16 @@ TEAM_COMMANDS = (
     "Add-NetLbfoTeamMember",
     "Add-NetLbfoTeamNic",
     "Add-VMNetworkAdapter",
+    "Clear-HpcIPv4Address",
     "Disable-NetAdapterRdma",
     "Enable-NetAdapterRdma",
     "New-NetIPAddress",
     "New-NetLbfoTeam",
     "New-VMSwitch",
     "Register-HpcRollback",
-    "Remove-NetIPAddress",
     "Remove-NetLbfoTeam",
     "Remove-NetLbfoTeamMember",
     "Remove-NetLbfoTeamNic",
-    "Remove-NetRoute",
     "Remove-VMSwitch",
     "Rename-NetAdapter",
     "Rename-NetLbfoTeam",

@@ -17,7 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
-from ansible_collections.hpc.balance.plugins.module_utils._wincommand import commands_for, ps_literal, render_command
+from ansible_collections.hpc.balance.plugins.module_utils._wincommand import (
+    cmdlet,
+    commands_for,
+    ps_literal,
+    render_command,
+)
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import HostState, IpConfig
 
 LOG_PATH = r"hpc.balance\rollback.log"  # under $env:ProgramData
@@ -63,8 +68,9 @@ def rollback_steps(
 _HEADER = r"""# Rollback armed by hpc.balance win_nic_team_apply for {task}.
 # It restores the team and IPv4 configuration recorded before the change, then unregisters its own task.
 # The controller unregisters the task first when it reconnects in time; then this never runs.
+# Every command that changes state carries -Confirm:$false and -ErrorAction Stop: the preferences below do not reach
+# the functions of the NetLbfo, NetTCPIP, DnsClient and ScheduledTasks modules, which read their own module's.
 $ErrorActionPreference = 'Stop'
-$ConfirmPreference = 'None'
 $log = Join-Path -Path $env:ProgramData -ChildPath {log}
 
 Function Write-RollbackLog {{
@@ -72,7 +78,13 @@ Function Write-RollbackLog {{
         [Parameter(Mandatory = $true)] [string] $Message
     )
 
-    Add-Content -Path $log -Value ('{{0:o}} {{1}}' -f (Get-Date), $Message)
+    try {{
+        Add-Content -Path $log -Value ('{{0:o}} {{1}}' -f (Get-Date), $Message) -Confirm:$false -ErrorAction Stop
+    }}
+    catch {{
+        # A log line that cannot be written must not stop the restore.
+        Write-Verbose -Message ('rollback log not written: {{0}}' -f $_.Exception.Message)
+    }}
 }}
 
 Function Invoke-RollbackStep {{
@@ -105,11 +117,31 @@ Function Wait-HpcNetAdapter {{
     }}
 }}
 
+Function Clear-HpcIPv4Address {{
+    # As in HpcWin.psm1: the IPv4 default route and addresses, each removed only where there is one.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $InterfaceAlias
+    )
+
+    if ($PSCmdlet.ShouldProcess($InterfaceAlias, 'remove the IPv4 default route and addresses')) {{
+        $default = '0.0.0.0/0'
+        $routes = @(Get-NetRoute -InterfaceAlias $InterfaceAlias -DestinationPrefix $default -ErrorAction Ignore)
+        foreach ($route in $routes) {{
+            $route | Remove-NetRoute -Confirm:$false -ErrorAction Stop
+        }}
+        $addresses = @(Get-NetIPAddress -InterfaceAlias $InterfaceAlias -AddressFamily IPv4 -ErrorAction Ignore)
+        foreach ($address in $addresses) {{
+            $address | Remove-NetIPAddress -Confirm:$false -ErrorAction Stop
+        }}
+    }}
+}}
+
 Write-RollbackLog -Message {start}
 """
 
 _FOOTER = r"""Invoke-RollbackStep -Description 'unregister the rollback task' -Step {{
-    Unregister-ScheduledTask -TaskName:{task} -Confirm:$false
+    {unregister}
 }}
 Write-RollbackLog -Message 'rollback finished'
 """
@@ -129,5 +161,6 @@ def render_rollback_script(task_name: str, steps: list[dict]) -> str:
         lines.append(f"Invoke-RollbackStep -Description {ps_literal(description)} -Step {{")
         lines += [f"    {render_command(command)}" for command in commands_for(step)]
         lines.append("}")
-    lines.append(_FOOTER.format(task=ps_literal(task_name)))
+    unregister = render_command(cmdlet("Unregister-ScheduledTask", TaskName=task_name))
+    lines.append(_FOOTER.format(unregister=unregister))
     return "\n".join(lines)

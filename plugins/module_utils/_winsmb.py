@@ -15,26 +15,59 @@ MSFT_NetAdapterRdmaSettingData, MSFT_NetLbfoTeamMember and Get-SmbServerConfigur
 Opening the share to verify it happens on the host, in the WinRM logon. Under NTLM, or Kerberos without delegation,
 that logon cannot present credentials to a second machine (the double hop), so the check fails for reasons that
 have nothing to do with multichannel. The plan refuses verify_share unless the task has a credential path that
-reaches the file server: ``become: true`` with ``become_method: runas`` (an interactive logon with the account's
-credentials), CredSSP, or Kerberos with delegation.
+reaches the file server: ``become: true`` with ``become_method: runas`` and a become password (an interactive logon
+with the account's credentials), CredSSP, or Kerberos with delegation.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import REFUSE, WARN, Finding, Plan, gated_plan
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import as_list as _as_list
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import quoted_names as _names
 
-CREDENTIAL_PATHS = ("become_runas", "credssp", "kerberos_delegation", "none")
+CREDENTIAL_PATHS = ("become_runas", "credssp", "kerberos_delegation", "become_runas_without_password", "none")
+# ansible.builtin.runas by each name a task or an inventory may give it (a become plugin reports its short name).
+RUNAS_NAMES = ("runas", "ansible.builtin.runas", "ansible.legacy.runas")
 MULTIPLEXOR = "Microsoft Network Adapter Multiplexor Driver"
 
 
+IPV6_LITERAL_SUFFIX = ".ipv6-literal.net"  # how a UNC path writes an IPv6 address: 2001-db8--5.ipv6-literal.net
+
+
+def _server_address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address a server name is written as (IPv4, IPv6, or a UNC ipv6-literal.net name); None for a name."""
+    text = name.strip("[]")
+    if text.endswith(IPV6_LITERAL_SUFFIX):
+        text = text[: -len(IPV6_LITERAL_SUFFIX)].replace("-", ":").replace("s", "%")
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
 def _same_server(left: str, right: str) -> bool:
-    """For live connections: 'fs01', 'FS01' and 'fs01.hpc.example' name one server (SMB shows the name used)."""
-    a, b = (left or "").lower(), (right or "").lower()
-    return a == b or a.split(".")[0] == b.split(".")[0]
+    """Do two server names, as SMB shows them (the name the client used), name one server?
+
+    - An IP address matches the same address only (10.9.9.9 is not 10.0.0.5); never a name: nothing here resolves.
+    - Names match whole, case-insensitive, without a trailing dot: fs01.site-a and fs01.site-b are two servers.
+    - A short name (no dot) matches an FQDN whose first label it is: its domain is unknown here (the client's DNS
+      suffix search list decides it), so 'fs01' and 'fs01.hpc.example' are taken as one server. Two FQDNs are never
+      matched by their first label.
+    """
+    a, b = (left or "").strip().lower().rstrip("."), (right or "").strip().lower().rstrip(".")
+    if not a or not b:
+        return False
+    address_a, address_b = _server_address(a), _server_address(b)
+    if address_a is not None or address_b is not None:
+        return address_a is not None and address_a == address_b
+    if a == b:
+        return True
+    if "." in a and "." in b:
+        return False
+    return a.split(".")[0] == b.split(".")[0]
 
 
 def _same_constraint(left: str, right: str) -> bool:
@@ -42,16 +75,22 @@ def _same_constraint(left: str, right: str) -> bool:
     return (left or "").lower() == (right or "").lower()
 
 
-def credential_path(become: bool, become_method: str | None, task_vars: dict) -> str:
-    """How the host's logon reaches a file server: become_runas, credssp, kerberos_delegation or none."""
-    if become and (become_method or "runas") == "runas":
-        return "become_runas"
-    transport = task_vars.get("ansible_winrm_transport") or task_vars.get("ansible_psrp_auth") or ""
-    transports = [t.strip().lower() for t in (transport if isinstance(transport, list) else str(transport).split(","))]
-    if "credssp" in transports:
+def credential_path(
+    become_method: str | None, become_password: bool, transports: list[str] | tuple, delegation: bool
+) -> str:
+    """How the host's logon reaches a file server: become_runas, credssp, kerberos_delegation, or no path.
+
+    become_method is the method Ansible resolved for this task and host (None without become), become_password
+    whether a become password is set; transports and delegation are the connection's own options.
+    runas without a password is an S4U logon, which has no network credentials (Ansible.Become.cs: "use S4U to
+    generate one without network credentials"): no path to the file server, whatever the transport.
+    """
+    if become_method is not None and become_method.lower() in RUNAS_NAMES:
+        return "become_runas" if become_password else "become_runas_without_password"
+    names = [str(transport).strip().lower() for transport in transports]
+    if "credssp" in names:
         return "credssp"
-    delegation = task_vars.get("ansible_winrm_kerberos_delegation") or task_vars.get("ansible_psrp_negotiate_delegate")
-    if "kerberos" in transports and str(delegation).lower() in ("true", "yes", "1"):
+    if "kerberos" in names and delegation:
         return "kerberos_delegation"
     return "none"
 
@@ -226,8 +265,20 @@ def rss_findings(state: SmbState, interface_names: list[str] | tuple) -> list[Fi
 
 
 def _double_hop_findings(desired: SmbDesired) -> list[Finding]:
-    if not desired.verify_share or desired.credential_path != "none":
+    if not desired.verify_share or desired.credential_path not in ("none", "become_runas_without_password"):
         return []
+    if desired.credential_path == "become_runas_without_password":
+        return [
+            Finding(
+                REFUSE,
+                "verify_double_hop",
+                f"verify_share {desired.verify_share} is opened as the become user, but no become password is set: "
+                "runas without a password is an S4U logon, which has no network credentials, so the file server "
+                "would refuse it (the double hop). Set ansible_become_password for the become_user (vault), or "
+                "connect with ansible_winrm_transport: credssp or Kerberos delegation and set "
+                "win_smb_multichannel_verify_become: false",
+            )
+        ]
     return [
         Finding(
             REFUSE,
@@ -235,8 +286,9 @@ def _double_hop_findings(desired: SmbDesired) -> list[Finding]:
             f"verify_share {desired.verify_share} is opened on the host inside the WinRM logon, which under NTLM or "
             "Kerberos without delegation cannot authenticate to the file server (the double hop), so the check "
             "would fail whatever multichannel does. Run the task with become: true and become_method: runas "
-            "(become_user: an account the share admits), or connect with ansible_winrm_transport: credssp, or "
-            "Kerberos with ansible_winrm_kerberos_delegation: true; or drop verify_share",
+            "(become_user: an account the share admits, with ansible_become_password), or connect with "
+            "ansible_winrm_transport: credssp, or Kerberos with ansible_winrm_kerberos_delegation: true; or drop "
+            "verify_share",
         )
     ]
 

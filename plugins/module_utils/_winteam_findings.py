@@ -21,12 +21,14 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired impor
     state_after_rename,
 )
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
+    LACP_TIMER_MIN_BUILD,
     PCIE_LINK_SPEEDS,
     VENDOR_TEAMING_TOOLS,
     WINDOWS_SERVER_2022_BUILD,
     HostState,
     VmSwitch,
     card_model,
+    lacp_timer_settable,
 )
 
 
@@ -306,6 +308,21 @@ def _check_hyperv(desired: TeamDesired, state: HostState) -> list[Finding]:
     ]
 
 
+def _check_lacp_timer(desired: TeamDesired, state: HostState) -> list[Finding]:
+    if desired.lacp_timer is None or lacp_timer_settable(state.os_build):
+        return []
+    build = "an unknown build" if state.os_build is None else f"build {state.os_build}"
+    return [
+        Finding(
+            REFUSE,
+            "lacp_timer_unsupported",
+            f"lacp_timer {desired.lacp_timer!r} needs Windows Server 2016 (build {LACP_TIMER_MIN_BUILD}) or later: "
+            f"this host runs {build}, whose New-NetLbfoTeam / Set-NetLbfoTeam have no -LacpTimer (Windows Server "
+            "2012 and 2012 R2). Leave win_nic_team_lacp_timer empty on this host",
+        )
+    ]
+
+
 def _check_standby(desired: TeamDesired) -> list[Finding]:
     if desired.standby_member is None:
         return []
@@ -387,6 +404,7 @@ def preflight(desired: TeamDesired, state: HostState) -> list[Finding]:
     findings += _check_hyperv(desired, state)
     findings += _check_uniform(desired, state)
     findings += _check_pcie(desired, state)
+    findings += _check_lacp_timer(desired, state)
     findings += _check_standby(desired)
     findings += _check_host_vnics(desired, state)
     findings += _check_team_nic_ip(desired, state)

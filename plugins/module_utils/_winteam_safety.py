@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import REFUSE, WARN, Finding
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import TeamDesired, rename_change
-from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import HostState, host_vnic_adapter_name
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
+    HostState,
+    host_vnic_adapter_name,
+    lacp_timer_settable,
+)
 
 OPT_IN_VARIABLE = "win_nic_team_allow_management_change"
 
@@ -127,7 +131,8 @@ def recorded_desired(desired: TeamDesired, state: HostState) -> TeamDesired:
         members=tuple(sorted(team.members)),
         teaming_mode=team.teaming_mode,
         load_balancing_algorithm=team.load_balancing_algorithm,
-        lacp_timer=team.lacp_timer if team.teaming_mode == "Lacp" else None,
+        # Below build 14393 the cmdlets take no -LacpTimer: the rollback re-creates the team without it.
+        lacp_timer=team.lacp_timer if team.teaming_mode == "Lacp" and lacp_timer_settable(state.os_build) else None,
         standby_member=standby[0] if standby and team.teaming_mode == "SwitchIndependent" else None,
         team_nic_name=primary.name if primary else None,
         vlan_id=primary.vlan_id if primary else None,

@@ -68,6 +68,17 @@ SET_LOAD_BALANCING_ALGORITHMS = ("HyperVPort", "Dynamic")
 # builds allow it (deprecated since Windows Server 2016, which introduced SET).
 WINDOWS_SERVER_2022_BUILD = 20348
 
+# New-NetLbfoTeam / Set-NetLbfoTeam take -LacpTimer from Windows Server 2016 (build 14393): the Windows Server 2012 R2
+# pages (MicrosoftDocs windows-powershell-docs, docset/winserver2012r2-ps/netlbfo/Set-NetLbfoTeam.md and
+# New-NetLbfoTeam.md) list only -TeamingMode and -LoadBalancingAlgorithm; the 2016 pages add -LacpTimer.
+LACP_TIMER_MIN_BUILD = 14393
+
+
+def lacp_timer_settable(os_build: int | None) -> bool:
+    """Whether this build's NetLbfo cmdlets take -LacpTimer; an unknown build is taken as not."""
+    return os_build is not None and os_build >= LACP_TIMER_MIN_BUILD
+
+
 # Vendor teaming managers (an NDIS intermediate driver of their own). One teaming manager per machine: LBFO is
 # refused while one of these is installed. Patterns match a driver's file name or a (hidden) adapter's description.
 VENDOR_TEAMING_TOOLS = (

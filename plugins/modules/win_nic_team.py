@@ -60,6 +60,8 @@ options:
     description:
       - LACP timer of an LBFO team in C(Lacp) mode (C(New-NetLbfoTeam)/C(Set-NetLbfoTeam) C(-LacpTimer)). Unset
         leaves it as it is (Windows makes C(Fast)).
+      - Windows Server 2016 (build 14393) or later; refused on Windows Server 2012 and 2012 R2, whose NetLbfo
+        cmdlets have no C(-LacpTimer).
     type: str
     choices: [Fast, Slow]
   standby_member:
@@ -273,7 +275,7 @@ applied:
   type: list
   elements: dict
   sample: [{"action": "set_team", "command": "Set-NetLbfoTeam",
-            "parameters": {"Name": "Storage", "TeamingMode": "Lacp"}}]
+            "parameters": {"Name": "Storage", "TeamingMode": "Lacp", "Confirm": false, "ErrorAction": "Stop"}}]
 pcie:
   description: PCIe link per member, its usable rate and what the card's ports in this team need.
   returned: when state is present

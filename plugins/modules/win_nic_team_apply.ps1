@@ -30,17 +30,16 @@ $spec = @{
                                 'Add-NetLbfoTeamMember',
                                 'Add-NetLbfoTeamNic',
                                 'Add-VMNetworkAdapter',
+                                'Clear-HpcIPv4Address',
                                 'Disable-NetAdapterRdma',
                                 'Enable-NetAdapterRdma',
                                 'New-NetIPAddress',
                                 'New-NetLbfoTeam',
                                 'New-VMSwitch',
                                 'Register-HpcRollback',
-                                'Remove-NetIPAddress',
                                 'Remove-NetLbfoTeam',
                                 'Remove-NetLbfoTeamMember',
                                 'Remove-NetLbfoTeamNic',
-                                'Remove-NetRoute',
                                 'Remove-VMSwitch',
                                 'Rename-NetAdapter',
                                 'Rename-NetLbfoTeam',
@@ -66,8 +65,8 @@ $spec = @{
 }
 $module = [Ansible.Basic.AnsibleModule]::Create($args, $spec)
 
-# The NetLbfo, NetTCPIP and Hyper-V cmdlets ask for confirmation; a WinRM session cannot answer.
-$ConfirmPreference = 'None'
+# Every command that changes state arrives with -Confirm:$false and -ErrorAction Stop (hpc.balance _wincommand):
+# a preference set here would not reach the NetLbfo, NetTCPIP or Hyper-V functions, which read their own module's.
 
 Invoke-ChangeList -Module $module
 $module.ExitJson()

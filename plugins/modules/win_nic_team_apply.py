@@ -43,17 +43,16 @@ options:
               - Add-NetLbfoTeamMember
               - Add-NetLbfoTeamNic
               - Add-VMNetworkAdapter
+              - Clear-HpcIPv4Address
               - Disable-NetAdapterRdma
               - Enable-NetAdapterRdma
               - New-NetIPAddress
               - New-NetLbfoTeam
               - New-VMSwitch
               - Register-HpcRollback
-              - Remove-NetIPAddress
               - Remove-NetLbfoTeam
               - Remove-NetLbfoTeamMember
               - Remove-NetLbfoTeamNic
-              - Remove-NetRoute
               - Remove-VMSwitch
               - Rename-NetAdapter
               - Rename-NetLbfoTeam
@@ -68,7 +67,8 @@ options:
               - Unregister-HpcRollback
               - Wait-HpcNetAdapter
           parameters:
-            description: Its parameters, splatted (a switch is C(true)).
+            description: Its parameters, splatted (a switch is C(true)). A command that changes state carries
+              C(Confirm=false) and C(ErrorAction=Stop) itself.
             type: dict
             default: {}
 extends_documentation_fragment:
@@ -105,5 +105,6 @@ applied:
   type: list
   elements: dict
   sample: [{"action": "add_member", "command": "Add-NetLbfoTeamMember",
-            "parameters": {"Name": "NIC3", "Team": "Storage", "AdministrativeMode": "Active"}}]
+            "parameters": {"Name": "NIC3", "Team": "Storage", "AdministrativeMode": "Active", "Confirm": false,
+                           "ErrorAction": "Stop"}}]
 """

@@ -59,8 +59,10 @@ options:
       - "The share is opened on the host, inside the WinRM logon. Under NTLM, or Kerberos without delegation, that
         logon cannot authenticate to the file server (the double hop), so the module refuses O(verify_share) unless
         the task runs with C(become: true) and C(become_method: runas) (with C(become_user) an account the share
-        admits), or the connection uses CredSSP (C(ansible_winrm_transport: credssp)) or Kerberos with delegation
-        (C(ansible_winrm_kerberos_delegation: true))."
+        admits, and C(ansible_become_password): runas without a password is an S4U logon, which has no network
+        credentials), or the connection uses CredSSP (C(ansible_winrm_transport: credssp)) or Kerberos with
+        delegation (C(ansible_winrm_kerberos_delegation: true)). Become is read as Ansible resolved it for the task
+        and host (task keywords or inventory C(ansible_become_*)), the transport from the connection's options."
     type: str
   settle_s:
     description: Seconds the gather waits, within one logon, for the share's channels to open before it reports.
@@ -113,7 +115,7 @@ EXAMPLES = r"""
 RETURN = r"""
 credential_path:
   description: How the host's logon reaches the file server for O(verify_share) (C(become_runas), C(credssp),
-    C(kerberos_delegation), or C(none)).
+    C(kerberos_delegation)), or that it cannot (C(become_runas_without_password), C(none)).
   returned: always
   type: str
   sample: become_runas
@@ -143,7 +145,7 @@ applied:
   type: list
   elements: dict
   sample: [{"action": "set_client_multichannel", "command": "Set-SmbClientConfiguration",
-            "parameters": {"EnableMultiChannel": true, "Force": true}}]
+            "parameters": {"EnableMultiChannel": true, "Force": true, "Confirm": false, "ErrorAction": "Stop"}}]
 verdict:
   description: Channels the verified share uses and over which paths; C(ok) is false below O(min_channels).
   returned: unless preflight_only or check mode

@@ -44,8 +44,8 @@ $spec = @{
 }
 $module = [Ansible.Basic.AnsibleModule]::Create($args, $spec)
 
-# The NetLbfo, NetTCPIP and Hyper-V cmdlets ask for confirmation; a WinRM session cannot answer.
-$ConfirmPreference = 'None'
+# Every command that changes state arrives with -Confirm:$false and -ErrorAction Stop (hpc.balance _wincommand):
+# a preference set here would not reach the SmbShare functions, which read their own module's.
 
 Invoke-ChangeList -Module $module
 $module.ExitJson()

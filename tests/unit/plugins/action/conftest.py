@@ -13,6 +13,7 @@ from pathlib import Path
 from unittest.mock import MagicMock
 
 import pytest
+from ansible.playbook.play_context import PlayContext
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "windows"
 
@@ -72,14 +73,19 @@ def make_action(clock, monkeypatch):
         task.check_mode = check_mode
         task.diff = diff
         task.async_val = 0
-        task.become = become  # become with runas: the credential path that avoids the WinRM double hop
-        task.become_method = "runas"
+        # become with runas and a password, resolved as the task executor leaves it in the play context: the
+        # credential path that avoids the WinRM double hop (test_win_smb_multichannel drives the real resolution).
+        play_context = PlayContext()
+        if become:
+            play_context.become, play_context.become_method, play_context.become_pass = True, "runas", "secret"
         connection = MagicMock()
         connection._shell.tmpdir = None
+        connection.become = None
+        connection.get_option.side_effect = KeyError  # no connection options: the plugins read the task vars
         action = plugin_module.ActionModule(
             task=task,
             connection=connection,
-            play_context=MagicMock(),
+            play_context=play_context,
             loader=MagicMock(),
             templar=MagicMock(),
             shared_loader_obj=MagicMock(),

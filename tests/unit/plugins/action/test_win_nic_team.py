@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from unittest.mock import MagicMock
+
 import pytest
+import requests.exceptions
+import winrm.exceptions as winrm_exceptions
 import yaml
-from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
 
 from ansible_collections.hpc.balance.plugins.action import win_nic_team as plugin
 from ansible_collections.hpc.balance.plugins.modules import win_nic_team as docs
@@ -55,7 +59,17 @@ def test_mode_drift_applies_set_team_then_waits_for_lacp(gathered, make_action, 
         "changes": [
             {
                 "action": "set_team",
-                "commands": [{"command": "Set-NetLbfoTeam", "parameters": {"Name": "Storage", "TeamingMode": "Lacp"}}],
+                "commands": [
+                    {
+                        "command": "Set-NetLbfoTeam",
+                        "parameters": {
+                            "Name": "Storage",
+                            "TeamingMode": "Lacp",
+                            "Confirm": False,
+                            "ErrorAction": "Stop",
+                        },
+                    }
+                ],
             }
         ]
     }
@@ -260,3 +274,74 @@ def test_a_change_that_fails_half_way_leaves_the_rollback_armed(gathered, make_a
     }
     assert "is armed and restores the recorded state within 300 s" in result["msg"]
     assert [c["action"] for c in host.calls[-1][1]["changes"]][0] == "arm_rollback"  # no disarm was sent
+
+
+# What ansible-core 2.19.14's winrm connection plugin (ansible/plugins/connection/winrm.py) really raises when the
+# NIC under the connection re-binds; each is raised from the connection below, as the plugin raises it.
+WINRM_DROPS = {
+    # _winrm_connect, run by reset() and by the first call after it: an operation timeout becomes a plain
+    # AnsibleError, not AnsibleConnectionFailure (line 449).
+    "connect_timed_out": lambda: AnsibleError("the connection attempt timed out"),
+    # _winrm_exec converts only requests.exceptions.Timeout (lines 656-657); a reset escapes as it is.
+    "connection_reset": lambda: requests.exceptions.ConnectionError(
+        "('Connection aborted.', ConnectionResetError(104, 'Connection reset by peer'))"
+    ),
+    # the cleanup_command in _winrm_exec's finally re-raises a WinRMTransportError whose code is not 400
+    # (lines 666-670); pywinrm raises it for an HTTP error status (winrm/transport.py).
+    "transport_error": lambda: winrm_exceptions.WinRMTransportError("http", 503, "Service Unavailable"),
+    # _winrm_run_command re-raises a WSManFaultError other than the quota fault (lines 688-690).
+    "wsman_fault": lambda: winrm_exceptions.WSManFaultError(500, "the shell was not found", "", "Internal Error"),
+    # _winrm_exec: a requests Timeout becomes AnsibleConnectionFailure (line 657).
+    "read_timeout": lambda: AnsibleConnectionFailure("winrm connection error: Read timed out"),
+}
+
+
+class DroppingConnection:
+    """A stand-in for the winrm connection: the call that runs the change, and the first `down` reconnects, raise."""
+
+    def __init__(self, make_error, down):
+        self.make_error = make_error
+        self.down = down
+        self.resets = 0
+        self._shell = MagicMock()
+        self._shell.tmpdir = None
+
+    def exec_command(self, cmd, in_data=None, sudoable=True):
+        raise self.make_error()
+
+    def reset(self):
+        self.resets += 1
+        if self.resets <= self.down:
+            raise self.make_error()
+
+
+class HostBehindConnection:
+    """The scripted host, reached through the connection: the apply call with the change goes through
+    connection.exec_command, as ActionBase._execute_module's does."""
+
+    def __init__(self, scripted, connection):
+        self.scripted = scripted
+        self.connection = connection
+
+    def __call__(self, module_name=None, module_args=None, task_vars=None, **kwargs):
+        actions = [change["action"] for change in (module_args or {}).get("changes", [])]
+        if module_name == APPLY and actions and actions[0] == "arm_rollback":
+            self.scripted.calls.append((module_name, module_args))
+            self.connection.exec_command("powershell -NoProfile -EncodedCommand ...")
+        return self.scripted(module_name, module_args, task_vars)
+
+
+@pytest.mark.parametrize("drop", sorted(WINRM_DROPS))
+def test_a_dropped_winrm_connection_is_waited_for_and_the_rollback_disarmed(gathered, make_action, clock, drop):
+    action, scripted = make_action(
+        plugin,
+        args(allow_management_change=True, team_nic_ip={"source": "members"}),
+        {GATHER: [gathered("winrm_on_member"), gathered("team_up")], APPLY: [{"changed": True, "applied": []}]},
+    )
+    action._connection = DroppingConnection(WINRM_DROPS[drop], down=2)
+    action._execute_module = HostBehindConnection(scripted, action._connection)
+    result = action.run(task_vars={})
+    applied = [[c["action"] for c in call[1]["changes"]] for call in scripted.calls if call[0] == APPLY]
+    assert applied == [["arm_rollback", "new_team", "wait_adapter", "set_ip"], ["disarm_rollback"]]
+    assert action._connection.resets == 3  # two failed reconnects, then the one that disarmed
+    assert result["rollback"]["disarmed"] is True and not result.get("failed")

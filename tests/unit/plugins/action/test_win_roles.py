@@ -46,7 +46,9 @@ def test_the_share_check_becomes_the_shares_account_with_runas():
 
 
 @pytest.mark.parametrize("role", sorted(ROLES))
-def test_the_readme_says_what_was_verified_where(role):
+def test_the_readme_says_plainly_that_no_windows_host_has_run_the_role_and_what_a_first_run_checks(role):
     text = (ROOT / "roles" / role / "README.md").read_text()
-    assert "## What was verified where" in text
-    assert "Nothing in\nthis role has run on a real Windows host" in text
+    tested = text.index("## What was tested where")
+    assert "**No Windows host has run this role" in text[tested:]
+    first_run = text.index("### First run on a Windows host: what to check", tested)
+    assert "\n1. Check mode first" in text[first_run:]

@@ -92,7 +92,14 @@ def test_apply_modules_load_the_shared_powershell_module_utils():
         text = (ROOT / "plugins" / "modules" / f"{module}.ps1").read_text()
         assert "#AnsibleRequires -PowerShell ansible_collections.hpc.balance.plugins.module_utils.HpcWin" in text
         assert "Function ConvertTo-Record" not in text  # defined once, in the module_utils
-    for function in ("Invoke-ChangeList", "Wait-HpcNetAdapter", "Register-HpcRollback", "Unregister-HpcRollback"):
+    functions = (
+        "Invoke-ChangeList",
+        "Wait-HpcNetAdapter",
+        "Clear-HpcIPv4Address",
+        "Register-HpcRollback",
+        "Unregister-HpcRollback",
+    )
+    for function in functions:
         assert f"Function {function}" in psm1 and f"'{function}'" in psm1
 
 
@@ -120,13 +127,18 @@ def test_ps_literal(value, literal):
 
 def test_render_command_writes_switches_as_true():
     assert render_command(commands_for({"action": "set_team_nic_default", "team_nic": "S - VLAN 5"})[0]) == (
-        "Set-NetLbfoTeamNic -Name:'S - VLAN 5' -Default:$true"
+        "Set-NetLbfoTeamNic -Name:'S - VLAN 5' -Default:$true -Confirm:$false -ErrorAction:'Stop'"
     )
 
 
 def test_the_payload_carries_the_action_and_its_commands_only():
     assert with_commands([{"action": "remove_team", "team": "T"}]) == [
-        {"action": "remove_team", "commands": [{"command": "Remove-NetLbfoTeam", "parameters": {"Name": "T"}}]}
+        {
+            "action": "remove_team",
+            "commands": [
+                {"command": "Remove-NetLbfoTeam", "parameters": {"Name": "T", "Confirm": False, "ErrorAction": "Stop"}}
+            ],
+        }
     ]
 
 

@@ -176,9 +176,9 @@ def test_the_rollback_script_runs_each_step_and_unregisters_its_task():
         ],
     )
     assert (
-        "Invoke-RollbackStep -Description 'remove_team Storage' -Step {\n    Remove-NetLbfoTeam -Name:'Storage'\n}"
-        in script
-    )
+        "Invoke-RollbackStep -Description 'remove_team Storage' -Step {\n"
+        "    Remove-NetLbfoTeam -Name:'Storage' -Confirm:$false -ErrorAction:'Stop'\n}"
+    ) in script
     assert (
         "    New-NetIPAddress -InterfaceAlias:'NIC1' -AddressFamily:'IPv4' -IPAddress:'192.168.10.21' "
         "-PrefixLength:24 -DefaultGateway:'192.168.10.1'"

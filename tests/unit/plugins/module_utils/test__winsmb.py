@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.hpc.balance.plugins.module_utils._winsmb import (
     SmbDesired,
+    _same_server,
     channel_verdict,
     credential_path,
     parse_smb_state,
@@ -182,24 +183,31 @@ def test_verify_share_with_a_credential_path_is_planned(credentials):
 
 
 @pytest.mark.parametrize(
-    ("become", "method", "task_vars", "path"),
+    ("method", "password", "transports", "delegation", "path"),
     [
-        (True, "runas", {}, "become_runas"),
-        (False, None, {"ansible_winrm_transport": "credssp"}, "credssp"),
-        (False, None, {"ansible_connection": "psrp", "ansible_psrp_auth": "credssp"}, "credssp"),
-        (
-            False,
-            None,
-            {"ansible_winrm_transport": "kerberos", "ansible_winrm_kerberos_delegation": True},
-            "kerberos_delegation",
-        ),
-        (False, None, {"ansible_winrm_transport": "kerberos"}, "none"),
-        (False, None, {"ansible_winrm_transport": "ntlm"}, "none"),
-        (False, None, {}, "none"),
+        ("runas", True, ["ntlm"], False, "become_runas"),
+        ("ansible.builtin.runas", True, ["ntlm"], False, "become_runas"),
+        ("ansible.builtin.runas", False, ["ntlm"], False, "become_runas_without_password"),
+        ("runas", False, ["credssp"], False, "become_runas_without_password"),  # the S4U logon has no credentials
+        (None, False, ["credssp"], False, "credssp"),
+        (None, False, ["kerberos"], True, "kerberos_delegation"),
+        (None, False, ["kerberos"], False, "none"),
+        (None, False, ["ntlm"], False, "none"),
+        (None, False, [], False, "none"),
     ],
 )
-def test_credential_path_is_read_from_become_and_the_transport(become, method, task_vars, path):
-    assert credential_path(become, method, task_vars) == path
+def test_credential_path_is_read_from_become_and_the_transport(method, password, transports, delegation, path):
+    assert credential_path(method, password, transports, delegation) == path
+
+
+def test_a_runas_become_without_a_password_is_refused_naming_the_s4u_logon():
+    result = plan(
+        desired(credentials="become_runas_without_password", verify_share="\\\\fs01\\scratch"), state("disabled")
+    )
+    [finding] = [f for f in result.findings if f.severity == "refuse"]
+    assert finding.code == "verify_double_hop" and result.changes == []
+    assert "no become password is set: runas without a password is an S4U logon" in finding.message
+    assert "ansible_become_password" in finding.message
 
 
 # ---------------------------------------------------------------------------------------------------- server side, RDMA
@@ -312,3 +320,49 @@ def test_plan_of_the_applied_smb_plan_is_empty(fixture, kind):
     wanted = desired(**SMB_KINDS[kind])
     first = plan(wanted, recorded)
     assert plan(wanted, apply_smb(recorded, first.changes)).changes == []
+
+
+# ---------------------------------------------------------------------------------------------------- one server?
+@pytest.mark.parametrize(
+    ("left", "right", "same"),
+    [
+        ("fs01", "FS01", True),
+        ("fs01", "fs01.hpc.example", True),  # a short name: its domain is unknown here
+        ("fs01.hpc.example.", "FS01.hpc.example", True),
+        ("fs01.site-a.example", "fs01.site-b.example", False),  # two FQDNs: the whole name decides
+        ("fs01.site-a", "fs01", True),
+        ("10.9.9.9", "10.0.0.5", False),  # an address is compared whole, never by its first octet
+        ("10.0.0.5", "10.0.0.5", True),
+        ("10.0.0.5", "10", False),
+        ("10.0.0.5", "fs01", False),  # nothing resolves names here
+        ("2001:db8::5", "2001-db8--5.ipv6-literal.net", True),  # the UNC form of an IPv6 address
+        ("2001:db8::5", "2001:db8::6", False),
+        ("fs01", "fs02.hpc.example", False),
+        ("", "fs01", False),
+    ],
+)
+def test_same_server_compares_whole_names_and_addresses(left, right, same):
+    assert _same_server(left, right) is same
+    assert _same_server(right, left) is same
+
+
+def _connections_to(server_name):
+    data = raw("four_channels")
+    for record in data["connections"]:
+        record["ServerName"] = server_name
+    return parse_smb_state(data)
+
+
+@pytest.mark.parametrize(
+    ("share", "server_name"),
+    [("\\\\10.9.9.9\\scratch", "10.0.0.5"), ("\\\\fs01.site-a.example\\scratch", "fs01.site-b.example")],
+)
+def test_channels_to_another_server_are_not_counted_for_the_share(share, server_name):
+    verdict = channel_verdict(desired(verify_share=share), _connections_to(server_name))
+    assert not verdict.ok and verdict.channels == 0
+    assert verdict.message.startswith("no SMB multichannel connection to ")
+
+
+def test_channels_by_the_short_name_count_for_the_fqdn_share():
+    verdict = channel_verdict(desired(verify_share="\\\\fs01.hpc.example\\scratch"), _connections_to("FS01"))
+    assert verdict.ok and verdict.channels == 4

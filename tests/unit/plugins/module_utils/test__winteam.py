@@ -22,6 +22,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam import (
 )
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import TeamDesired
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_findings import preflight
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_safety import recorded_desired
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
     TEAMING_MODES,
     PcieLink,
@@ -578,7 +579,10 @@ def test_untagging_the_primary_team_nic_uses_default_mode_not_vlan_id_zero():
     changes = plan(desired(vlan_id=0), tagged()).changes
     assert changes == [{"action": "set_team_nic_default", "team": "Storage", "team_nic": "Storage - VLAN 120"}]
     assert commands_for(changes[0]) == [
-        {"command": "Set-NetLbfoTeamNic", "parameters": {"Name": "Storage - VLAN 120", "Default": True}}
+        {
+            "command": "Set-NetLbfoTeamNic",
+            "parameters": {"Name": "Storage - VLAN 120", "Default": True, "Confirm": False, "ErrorAction": "Stop"},
+        }
     ]
 
 
@@ -632,7 +636,12 @@ def test_lacp_timer_is_gathered_and_converged():
     assert parse_host_state(data).teams["Storage"].lacp_timer == "Fast"
     changes = plan_changes(desired(teaming_mode="Lacp", lacp_timer="Slow"), parse_host_state(data))
     assert changes == [{"action": "set_team", "team": "Storage", "lacp_timer": "Slow"}]
-    assert commands_for(changes[0])[0]["parameters"] == {"Name": "Storage", "LacpTimer": "Slow"}
+    assert commands_for(changes[0])[0]["parameters"] == {
+        "Name": "Storage",
+        "LacpTimer": "Slow",
+        "Confirm": False,
+        "ErrorAction": "Stop",
+    }
 
 
 def test_lacp_timer_needs_lacp_mode():
@@ -670,8 +679,7 @@ def test_a_static_team_nic_address_is_set_with_gateway_and_dns():
     ]
     assert [c["command"] for c in commands_for(changes[0])] == [
         "Set-NetIPInterface",
-        "Remove-NetRoute",
-        "Remove-NetIPAddress",
+        "Clear-HpcIPv4Address",
         "New-NetIPAddress",
         "Set-DnsClientServerAddress",
     ]
@@ -715,3 +723,36 @@ def test_rdma_cards_going_into_lbfo_are_warned_about():
     for record in data["rdma"]:
         record["Enabled"] = record["Name"] in ("NIC1", "NIC2")
     assert "lbfo_loses_rdma" in codes(preflight(desired(), parse_host_state(data)), "warn")
+
+
+# ------------------------------------------------------------------------------------------- LACP timer by build
+def _on_build(name, build):
+    data = raw(name)
+    data["os"]["build_number"] = build
+    return parse_host_state(data)
+
+
+@pytest.mark.parametrize(
+    ("build", "refused"), [(9200, True), (9600, True), (None, True), (14393, False), (17763, False)]
+)
+def test_lacp_timer_is_refused_below_windows_server_2016(build, refused):
+    result = plan(desired(teaming_mode="Lacp", lacp_timer="Slow"), _on_build("lacp_negotiating", build))
+    assert ("lacp_timer_unsupported" in codes(result.findings, "refuse")) is refused
+    if refused:
+        assert result.changes == []
+        [finding] = [f for f in result.findings if f.code == "lacp_timer_unsupported"]
+        assert "needs Windows Server 2016 (build 14393) or later" in finding.message
+        assert "have no -LacpTimer" in finding.message
+
+
+def test_a_lacp_team_on_windows_server_2012_r2_is_converged_without_the_timer():
+    result = plan(desired(teaming_mode="Lacp"), _on_build("lacp_negotiating", 9600))
+    assert codes(result.findings, "refuse") == []
+
+
+def test_the_rollback_of_a_lacp_team_on_windows_server_2012_r2_passes_no_lacp_timer():
+    recorded = recorded_desired(desired(teaming_mode="Lacp"), _on_build("lacp_negotiating", 9600))
+    assert recorded.teaming_mode == "Lacp" and recorded.lacp_timer is None
+    commands = [command for change in plan_changes(recorded, state("no_team")) for command in commands_for(change)]
+    new_team = next(command for command in commands if command["command"] == "New-NetLbfoTeam")
+    assert "LacpTimer" not in new_team["parameters"]
