@@ -239,6 +239,7 @@ check: ## the edit-test loop (lint, sanity, units, package tests, quick benchmar
 
 # The benchmarks: placement and router (package), ipvs_spread (plugins). gpu_check.py is a check, run by gpu-check.
 BENCHMARKS := packages/moe_balance/benchmarks/placement.py packages/moe_balance/benchmarks/router.py \
+	packages/moe_balance/benchmarks/expert_parallel.py \
 	tests/perf/bench_ipvs_spread.py
 bench: ## placement, router and ipvs_spread benchmarks (ratios against the named references)
 bench-quick: BENCH_ARGS := --quick
