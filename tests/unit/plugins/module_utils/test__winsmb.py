@@ -324,7 +324,7 @@ def test_plan_of_the_applied_smb_plan_is_empty(fixture, kind):
 
 # ---------------------------------------------------------------------------------------------------- one server?
 @pytest.mark.parametrize(
-    ("left", "right", "same"),
+    ("one", "other", "same"),
     [
         ("fs01", "FS01", True),
         ("fs01", "fs01.hpc.example", True),  # a short name: its domain is unknown here
@@ -341,9 +341,9 @@ def test_plan_of_the_applied_smb_plan_is_empty(fixture, kind):
         ("", "fs01", False),
     ],
 )
-def test_same_server_compares_whole_names_and_addresses(left, right, same):
-    assert _same_server(left, right) is same
-    assert _same_server(right, left) is same
+def test_same_server_compares_whole_names_and_addresses(one, other, same):
+    assert _same_server(one, other) is same
+    assert _same_server(other, one) is same
 
 
 def _connections_to(server_name):
