@@ -22,11 +22,27 @@ def test_every_default_is_documented_and_every_documented_variable_has_a_default
     assert sorted(spec(role)) == sorted(defaults(role))
 
 
+def _templated_collection(option, value):
+    """A list or dict option whose default is a Jinja template: its documented default would be a string where the
+    type says list or dict, which antsibull-docs refuses (and Galaxy renders the role's page as an error)."""
+    return option.get("type") in ("list", "dict") and isinstance(value, str) and "{{" in value
+
+
 @pytest.mark.parametrize("role", ROLE_NAMES)
 def test_documented_defaults_match_defaults_main(role):
     options = spec(role)
     for name, value in defaults(role).items():
-        assert options[name].get("default") == value, name
+        if _templated_collection(options[name], value):
+            assert "default" not in options[name] and "default" in str(options[name]["description"]), name
+        else:
+            assert options[name].get("default") == value, name
+
+
+@pytest.mark.parametrize("role", ROLE_NAMES)
+def test_no_list_or_dict_option_documents_a_string_default(role):
+    for name, option in spec(role).items():
+        if option.get("type") in ("list", "dict") and "default" in option:
+            assert not isinstance(option["default"], str), name
 
 
 @pytest.mark.parametrize("role", ROLE_NAMES)
