@@ -9,7 +9,6 @@ rollback task ("commit confirmed"): armed before the change, disarmed once this 
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from dataclasses import replace
 from typing import Any
@@ -18,6 +17,7 @@ from ansible.errors import AnsibleError
 
 from ansible_collections.hpc.balance.plugins.module_utils._wincommand import with_commands
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import Plan
+from ansible_collections.hpc.balance.plugins.module_utils._winrollback import LOG_PATH, ROLLBACK_MAY_HAVE_FIRED
 from ansible_collections.hpc.balance.plugins.module_utils._winteam import desired_summary, plan, summary, verdict
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import (
     DEFAULT_ROLLBACK_TIMEOUT_S,
@@ -31,6 +31,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import 
     LOAD_BALANCING_ALGORITHMS,
     TEAMING_MODES,
     HostState,
+    normal_address,
     parse_host_state,
     vendor_driver_file_patterns,
 )
@@ -121,18 +122,68 @@ def _dropped_connection_errors() -> tuple[type[BaseException], ...]:
 
 DROPPED_CONNECTION_ERRORS = _dropped_connection_errors()
 
+# pywinrm's read timeout (winrm/protocol.py DEFAULT_READ_TIMEOUT_SEC = 30, operation timeout 20), which ansible-core
+# 2.19's winrm plugin keeps unless connection_timeout (read = connection_timeout + 10) or the
+# ansible_winrm_read_timeout_sec extra is set; psrp's read_timeout option defaults to 30 too.
+DEFAULT_READ_TIMEOUT_S = 30
+# Beyond one read timeout, what one disarm attempt also spends: the reconnect and the module's start on the host.
+DISARM_SLACK_S = 10
+
 # Indirection so tests can drive the wait loops without sleeping.
 _sleep = time.sleep
 _monotonic = time.monotonic
 
 
-def management_addresses_from(task_vars: dict) -> tuple:
-    """ansible_host (or the inventory name) when it is an IP address: the address the controller connects to."""
-    host = task_vars.get("ansible_host") or task_vars.get("inventory_hostname") or ""
+# The WinRM ports (winrm and psrp connection plugins: 5986 for https, 5985 for http) and ssh's.
+WINRM_PORTS = (5985, 5986)
+SSH_PORT = 22
+
+
+def _option(connection: Any, name: str) -> Any:
+    """A connection plugin option as Ansible resolved it for this host, or None where the plugin has none."""
     try:
-        return (str(ipaddress.ip_address(str(host))),)
-    except ValueError:
-        return ()  # a name: the gather's WinRM connection records still give the address in use
+        return connection.get_option(name)
+    except (AttributeError, KeyError, AnsibleError):
+        return None
+
+
+def management_addresses_from(task_vars: dict) -> tuple:
+    """ansible_host (or the inventory name) when it is an IPv4 or IPv6 address: the address the controller connects
+    to; a name gives none (the gather's connection records still give the address in use)."""
+    address = normal_address(task_vars.get("ansible_host") or task_vars.get("inventory_hostname") or "")
+    return (address,) if address else ()
+
+
+def read_timeout_s(connection: Any) -> int:
+    """How long one call over the connection may wait for the host, as the connection plugin resolved it."""
+    winrm_timeout = _option(connection, "connection_timeout")
+    extras = _option(connection, "_extras")
+    if isinstance(extras, dict) and extras.get("ansible_winrm_read_timeout_sec") is not None:
+        return int(extras["ansible_winrm_read_timeout_sec"])
+    if str(getattr(connection, "transport", "") or "").endswith("psrp"):
+        return int(_option(connection, "read_timeout") or DEFAULT_READ_TIMEOUT_S)
+    if winrm_timeout:
+        return int(winrm_timeout) + 10  # winrm.py: read_timeout_sec = connection_timeout + 10
+    return DEFAULT_READ_TIMEOUT_S
+
+
+def connection_ports(connection: Any, task_vars: dict) -> tuple:
+    """The TCP port the connection reaches the host on, from the connection plugin's resolved ``port`` option.
+
+    winrm resolves it to its default 5986 when unset; psrp leaves it unset and takes 5985 for protocol http, else
+    5986; ssh leaves it unset for ssh's own default, 22. Only where the connection has no port option at all are
+    ansible_port or the two WinRM ports used.
+    """
+    port = _option(connection, "port")
+    if port is None:
+        transport = str(getattr(connection, "transport", "") or "")
+        if transport.endswith("psrp"):
+            port = 5985 if _option(connection, "protocol") == "http" else 5986
+        elif transport.endswith("ssh"):
+            port = SSH_PORT
+        else:
+            port = task_vars.get("ansible_port")
+    return (int(port),) if port is not None else WINRM_PORTS
 
 
 class ActionModule(WinPlanAction):
@@ -142,13 +193,20 @@ class ActionModule(WinPlanAction):
     DESIRED_TYPE = TeamDesired
 
     def _gather_args(self, desired: TeamDesired, verify: bool) -> dict:
-        return {"driver_file_patterns": vendor_driver_file_patterns()}
+        return {
+            "driver_file_patterns": vendor_driver_file_patterns(),
+            "connection_ports": list(desired.management_ports or WINRM_PORTS),
+        }
 
     def _parse(self, raw: dict) -> HostState:
         return parse_host_state(raw)
 
     def _desired(self, desired: TeamDesired, task_vars: dict) -> TeamDesired:
-        return replace(desired, management_addresses=management_addresses_from(task_vars))
+        return replace(
+            desired,
+            management_addresses=management_addresses_from(task_vars),
+            management_ports=connection_ports(self._connection, task_vars),
+        )
 
     def _plan(self, desired: TeamDesired, state: HostState) -> Plan:
         return plan(desired, state)
@@ -177,6 +235,15 @@ class ActionModule(WinPlanAction):
     def _apply_behind_rollback(self, changes: list[dict], desired: TeamDesired, task_vars: dict, result: dict) -> None:
         """Arm + change in one call (the connection may drop in it), then reconnect and disarm within the timeout."""
         arm, disarm = changes[0], changes[-1]
+        margin_s = read_timeout_s(self._connection) + DISARM_SLACK_S
+        if arm["timeout_s"] <= margin_s:
+            result.update(
+                failed=True,
+                msg=f"rollback_timeout_s={arm['timeout_s']} leaves the controller no time to disarm the rollback: one "
+                f"disarm attempt over this connection can take {margin_s} s (its read timeout and the reconnect). "
+                f"Set rollback_timeout_s well above {margin_s}; nothing was changed",
+            )
+            return
         started = _monotonic()
         try:
             applied = self._execute_module(
@@ -202,11 +269,20 @@ class ActionModule(WinPlanAction):
             )
             return
         result["applied"] = applied.get("applied", [])
-        reconnected_s = self._disarm(disarm, arm["timeout_s"], started, task_vars)
+        reconnected_s, fired = self._disarm(disarm, arm["timeout_s"], started, task_vars)
+        if fired is not None:
+            result.update(
+                failed=True,
+                rollback={"armed": True, "disarmed": False, "may_have_fired": True, "task_name": arm["task_name"]},
+                msg=f"the disarm after the change on the management path found that {fired}: the task "
+                f"'{arm['task_name']}' may have restored the recorded team and IP state over the change. Run the task "
+                "again to see the host as it is now, and read the rollback log %ProgramData%\\" + LOG_PATH,
+            )
+            return
         if reconnected_s is None:
             result.update(
                 failed=True,
-                rollback={"armed": True, "disarmed": False, "task_name": arm["task_name"]},
+                rollback={"armed": True, "disarmed": False, "may_have_fired": True, "task_name": arm["task_name"]},
                 msg=f"the controller did not reconnect within rollback_timeout_s={arm['timeout_s']} after the change "
                 f"on the management path: the scheduled task '{arm['task_name']}' on the host restores the recorded "
                 "team and IP state; if the host stays unreachable, follow the out-of-band procedure in the "
@@ -220,17 +296,32 @@ class ActionModule(WinPlanAction):
             "reconnected_after_s": round(reconnected_s, 1),
         }
 
-    def _disarm(self, disarm: dict, timeout_s: int, started: float, task_vars: dict) -> float | None:
-        """Retry the disarm call until it succeeds; None when the rollback fires first (a margin of 20 s)."""
-        while _monotonic() - started < timeout_s - 20:
+    def _disarm(self, disarm: dict, timeout_s: int, started: float, task_vars: dict) -> tuple[float | None, str | None]:
+        """Retry the disarm until the host answers: (seconds to the disarm, None), or (None, why the rollback may
+        have fired) when the host says the task is gone, runs or has run, or (None, None) when no attempt got through.
+
+        An attempt starts only while it can end before the task fires: one read timeout of the connection (as its
+        plugin resolved it) plus DISARM_SLACK_S before rollback_timeout_s. A late answer is still read right: the
+        host-side check tells a task that has run from one that has not.
+        """
+        margin_s = read_timeout_s(self._connection) + DISARM_SLACK_S
+        cut_off = False  # an attempt dropped after it was sent may have unregistered the task itself
+        while _monotonic() - started < timeout_s - margin_s:
             try:
                 self._connection.reset()
                 answer = self._execute_module(
                     module_name=APPLY_MODULE, module_args={"changes": with_commands([disarm])}, task_vars=task_vars
                 )
-                if not answer.get("failed") and not answer.get("unreachable"):
-                    return _monotonic() - started
             except DROPPED_CONNECTION_ERRORS:
-                pass  # not back yet: try again until the margin before the rollback fires
+                cut_off = True  # not back yet: try again while an attempt can end before the rollback fires
+            else:
+                message = str(answer.get("msg") or "")
+                if answer.get("failed") and ROLLBACK_MAY_HAVE_FIRED in message:
+                    why = message.split(f"{ROLLBACK_MAY_HAVE_FIRED}: ", 1)[-1]
+                    if cut_off:
+                        why += " (an earlier disarm attempt was cut off after it was sent, and may have been the one)"
+                    return None, why
+                if not answer.get("failed") and not answer.get("unreachable"):
+                    return _monotonic() - started, None
             _sleep(5)
-        return None
+        return None, None

@@ -122,10 +122,62 @@ Function Clear-HpcIPv4Address {
     }
 }
 
+Function Rename-HpcPrimaryTeamNic {
+    # Renames the team's primary team NIC as the host reports it now (Get-NetLbfoTeamNic -Team: the NIC whose
+    # Primary is true), not by the name the controller expects it to have after tagging.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $Team,
+        [Parameter(Mandatory = $true)] [string] $NewName
+    )
+
+    $primary = @(Get-NetLbfoTeamNic -Team $Team -ErrorAction Stop | Where-Object { $_.Primary })
+    if ($primary.Count -ne 1) {
+        throw ('team {0} has {1} primary team NICs, expected one: rename it by hand (Rename-NetAdapter)' -f $Team, $primary.Count)
+    }
+    $current = $primary[0].Name
+    if ($current -ne $NewName -and $PSCmdlet.ShouldProcess($current, "rename the primary team NIC of $Team")) {
+        Rename-NetAdapter -Name $current -NewName $NewName -Confirm:$false -ErrorAction Stop
+    }
+}
+
+Function Initialize-HpcRollbackFolder {
+    # The folder of the rollback script, which runs as SYSTEM: SYSTEM and Administrators only, inheritance off.
+    # %ProgramData% lets an ordinary user create a folder, which the user then owns: a folder found there must be
+    # owned by SYSTEM or Administrators and be no link, or nothing is written into it.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $Path
+    )
+
+    $system = [System.Security.Principal.SecurityIdentifier]::new('S-1-5-18')
+    $administrators = [System.Security.Principal.SecurityIdentifier]::new('S-1-5-32-544')
+    $security = [System.Security.AccessControl.DirectorySecurity]::new()
+    $security.SetAccessRuleProtection($true, $false)
+    foreach ($sid in @($system, $administrators)) {
+        $inheritance = 'ContainerInherit, ObjectInherit'
+        $rule = [System.Security.AccessControl.FileSystemAccessRule]::new($sid, 'FullControl', $inheritance, 'None', 'Allow')
+        $security.AddAccessRule($rule)
+    }
+    if ($PSCmdlet.ShouldProcess($Path, 'create the rollback folder for SYSTEM and Administrators only')) {
+        # Made with the protected access list, or left as it is when it exists already (checked below).
+        [System.IO.Directory]::CreateDirectory($Path, $security) | Out-Null
+        $folder = Get-Item -LiteralPath $Path -Force -ErrorAction Stop
+        if ($folder.Attributes -band [System.IO.FileAttributes]::ReparsePoint) {
+            throw ('{0} is a link (reparse point): remove it; the rollback script is written only into a real folder' -f $Path)
+        }
+        $owner = (Get-Acl -LiteralPath $Path -ErrorAction Stop).GetOwner([System.Security.Principal.SecurityIdentifier])
+        if ($owner -ne $system -and $owner -ne $administrators) {
+            throw ('{0} is owned by {1}, not SYSTEM or Administrators: someone else made it; remove it and run again' -f $Path, $owner.Value)
+        }
+        Set-Acl -LiteralPath $Path -AclObject $security -Confirm:$false -ErrorAction Stop
+    }
+}
+
 Function Register-HpcRollback {
     # Arms the rollback: a one-shot task, as SYSTEM, that runs the rendered script TimeoutSeconds from now.
-    # New-ScheduledTaskAction/-Trigger/-Principal only build objects in memory and take no -Confirm; neither does
-    # Register-ScheduledTask (its Learn syntax has no -WhatIf/-Confirm).
+    # New-ScheduledTaskAction/-Trigger/-Principal/-SettingsSet only build objects in memory and take no -Confirm;
+    # neither does Register-ScheduledTask (its Learn syntax has no -WhatIf/-Confirm).
     [CmdletBinding(SupportsShouldProcess = $true)]
     param(
         [Parameter(Mandatory = $true)] [string] $TaskName,
@@ -134,36 +186,71 @@ Function Register-HpcRollback {
     )
 
     if ($PSCmdlet.ShouldProcess($TaskName, 'register the rollback task')) {
+        # A task left armed by an earlier run that stopped half-way restores the state recorded then: never replace
+        # it (Register-ScheduledTask -Force would), refuse and say how to clear it.
+        $armed = Get-ScheduledTask -TaskName $TaskName -ErrorAction SilentlyContinue
+        if ($null -ne $armed) {
+            $clear = 'Unregister-ScheduledTask -TaskName ''{0}'' -Confirm:$false' -f $TaskName
+            throw ((
+                    'the rollback task {0} is already registered (state {1}): an earlier run armed it and did not ' +
+                    'disarm it, and it restores the state recorded then. Check the host and the log ' +
+                    '%ProgramData%\hpc.balance\rollback.log, then clear it with: {2}'
+                ) -f $TaskName, $armed.State, $clear)
+        }
         $path = Get-RollbackPath -TaskName $TaskName
-        $folder = Split-Path -Path $path -Parent
-        New-Item -ItemType Directory -Path $folder -Force -Confirm:$false -ErrorAction Stop | Out-Null
+        Initialize-HpcRollbackFolder -Path (Split-Path -Path $path -Parent) -Confirm:$false -ErrorAction Stop
+        if (Test-Path -LiteralPath $path) {
+            # A file from before the folder was protected keeps its own access list: write a new one.
+            Remove-Item -LiteralPath $path -Force -Confirm:$false -ErrorAction Stop
+        }
         Set-Content -LiteralPath $path -Value $Script -Encoding UTF8 -Confirm:$false -ErrorAction Stop
         $argument = '-NoProfile -NonInteractive -ExecutionPolicy Bypass -File "{0}"' -f $path
         $action = New-ScheduledTaskAction -Execute 'powershell.exe' -Argument $argument -ErrorAction Stop
         $trigger = New-ScheduledTaskTrigger -Once -At ((Get-Date).AddSeconds($TimeoutSeconds)) -ErrorAction Stop
         $principal = New-ScheduledTaskPrincipal -UserId 'SYSTEM' -LogonType ServiceAccount -RunLevel Highest -ErrorAction Stop
+        # StartWhenAvailable: a trigger missed while the host was down (a reboot) runs as soon as it can.
+        $settings = New-ScheduledTaskSettingsSet -StartWhenAvailable -ErrorAction Stop
         $task = @{
             TaskName = $TaskName
             Action = $action
             Trigger = $trigger
             Principal = $principal
+            Settings = $settings
         }
-        Register-ScheduledTask @task -Force -ErrorAction Stop | Out-Null
+        Register-ScheduledTask @task -ErrorAction Stop | Out-Null
     }
 }
 
+# SCHED_S_TASK_HAS_NOT_RUN (0x00041303), the LastTaskResult of a task that has not run yet.
+$script:TaskHasNotRun = 267011
+# The controller reads this phrase in a failed disarm (hpc.balance _winrollback.ROLLBACK_MAY_HAVE_FIRED).
+$script:RollbackMayHaveFired = 'the rollback may have fired'
+
 Function Unregister-HpcRollback {
-    # Disarms the rollback once the controller is back: the task and its script go. A task already gone (it ran
-    # and unregistered itself) is not an error; a task that cannot be unregistered is.
+    # Disarms the rollback once the controller is back. Disabled first, so that the trigger cannot fire between the
+    # check and the unregister; a task that runs, has run or is gone is not disarmed: the rollback may have fired.
     [CmdletBinding(SupportsShouldProcess = $true)]
     param(
         [Parameter(Mandatory = $true)] [string] $TaskName
     )
 
     if ($PSCmdlet.ShouldProcess($TaskName, 'unregister the rollback task')) {
-        if ($null -ne (Get-ScheduledTask -TaskName $TaskName -ErrorAction SilentlyContinue)) {
-            Unregister-ScheduledTask -TaskName $TaskName -Confirm:$false -ErrorAction Stop
+        $task = Get-ScheduledTask -TaskName $TaskName -ErrorAction SilentlyContinue
+        if ($null -eq $task) {
+            throw ('{0}: the task {1} is not registered; it ran and unregistered itself, or was removed' -f $script:RollbackMayHaveFired, $TaskName)
         }
+        $running = @('Running', 'Queued')
+        if ([string]$task.State -in $running) {
+            throw ('{0}: the task {1} is {2}' -f $script:RollbackMayHaveFired, $TaskName, $task.State)
+        }
+        $task | Disable-ScheduledTask -Confirm:$false -ErrorAction Stop | Out-Null
+        $state = [string](Get-ScheduledTask -TaskName $TaskName -ErrorAction Stop).State
+        $info = Get-ScheduledTaskInfo -TaskName $TaskName -ErrorAction Stop
+        if ($state -in $running -or $info.LastTaskResult -ne $script:TaskHasNotRun) {
+            $format = '{0}: the task {1} is {2}, last run {3:o} with result 0x{4:X8}'
+            throw ($format -f $script:RollbackMayHaveFired, $TaskName, $state, $info.LastRunTime, $info.LastTaskResult)
+        }
+        Unregister-ScheduledTask -TaskName $TaskName -Confirm:$false -ErrorAction Stop
         $path = Get-RollbackPath -TaskName $TaskName
         if (Test-Path -LiteralPath $path) {
             Remove-Item -LiteralPath $path -Force -Confirm:$false -ErrorAction Stop
@@ -174,7 +261,8 @@ Function Unregister-HpcRollback {
 $exportMembers = @{
     Function = @(
         'ConvertTo-Record', 'Test-Command', 'Get-Record', 'Invoke-ChangeList', 'Wait-HpcNetAdapter',
-        'Clear-HpcIPv4Address', 'Register-HpcRollback', 'Unregister-HpcRollback'
+        'Clear-HpcIPv4Address', 'Rename-HpcPrimaryTeamNic', 'Initialize-HpcRollbackFolder', 'Register-HpcRollback',
+        'Unregister-HpcRollback'
     )
 }
 Export-ModuleMember @exportMembers

@@ -104,6 +104,10 @@ def _lbfo(change: dict) -> list[dict]:
             )
         ]
     if action == "rename_team_nic":
+        if change.get("primary"):
+            # The primary team NIC found on the host when the command runs (Get-NetLbfoTeamNic -Team, Primary), not
+            # the name the plan predicts it has after tagging (HpcWin.psm1).
+            return [cmdlet("Rename-HpcPrimaryTeamNic", Team=change["team"], NewName=change["new_name"])]
         return [cmdlet("Rename-NetAdapter", Name=change["team_nic"], NewName=change["new_name"])]
     if action == "set_team_nic_vlan":
         return [cmdlet("Set-NetLbfoTeamNic", Name=change["team_nic"], VlanID=int(change["vlan_id"]))]
@@ -280,6 +284,7 @@ TEAM_COMMANDS = (
     "Remove-NetLbfoTeamMember",
     "Remove-NetLbfoTeamNic",
     "Remove-VMSwitch",
+    "Rename-HpcPrimaryTeamNic",
     "Rename-NetAdapter",
     "Rename-NetLbfoTeam",
     "Set-DnsClientServerAddress",

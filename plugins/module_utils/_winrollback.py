@@ -25,7 +25,11 @@ from ansible_collections.hpc.balance.plugins.module_utils._wincommand import (
 )
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import HostState, IpConfig
 
-LOG_PATH = r"hpc.balance\rollback.log"  # under $env:ProgramData
+LOG_PATH = r"hpc.balance\rollback.log"  # under $env:ProgramData, in the folder HpcWin.psm1 protects
+
+# What HpcWin.psm1's Unregister-HpcRollback says (in its error) when the task is gone, runs or has run: the rollback
+# may have restored the recorded state over the change, so the disarm is not a success.
+ROLLBACK_MAY_HAVE_FIRED = "the rollback may have fired"
 
 
 def ip_restore_steps(recorded: HostState, restored: HostState) -> list[dict]:
@@ -114,6 +118,24 @@ Function Wait-HpcNetAdapter {{
             throw ('adapter {{0}} did not appear within {{1}} s' -f $Name, $TimeoutSeconds)
         }}
         Start-Sleep -Seconds 2
+    }}
+}}
+
+Function Rename-HpcPrimaryTeamNic {{
+    # As in HpcWin.psm1: the team's primary team NIC as the host reports it now, not by a predicted name.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $Team,
+        [Parameter(Mandatory = $true)] [string] $NewName
+    )
+
+    $primary = @(Get-NetLbfoTeamNic -Team $Team -ErrorAction Stop | Where-Object {{ $_.Primary }})
+    if ($primary.Count -ne 1) {{
+        throw ('team {{0}} has {{1}} primary team NICs, expected one' -f $Team, $primary.Count)
+    }}
+    $current = $primary[0].Name
+    if ($current -ne $NewName -and $PSCmdlet.ShouldProcess($current, "rename the primary team NIC of $Team")) {{
+        Rename-NetAdapter -Name $current -NewName $NewName -Confirm:$false -ErrorAction Stop
     }}
 }}
 

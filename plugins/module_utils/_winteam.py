@@ -81,6 +81,14 @@ def _team_settings_changes(desired: TeamDesired, state: HostState) -> list[dict]
         set_team["load_balancing_algorithm"] = desired.load_balancing_algorithm
     if desired.lacp_timer and team.lacp_timer != desired.lacp_timer:
         set_team["lacp_timer"] = desired.lacp_timer
+    if set_team.get("teaming_mode") and desired.teaming_mode != "SwitchIndependent":
+        # Only SwitchIndependent has a standby member, and Set-NetLbfoTeam does not document activating it when the
+        # mode changes: activate it first, with the documented Set-NetLbfoTeamMember -AdministrativeMode Active.
+        for member in team.members:
+            record = state.members.get(member)
+            if record is not None and record.administrative_mode == "Standby":
+                activate = {"action": "set_member_mode", "team": desired.name, "member": member}
+                changes.append(dict(activate, administrative_mode="Active"))
     if set_team:
         changes.append(dict({"action": "set_team", "team": desired.name}, **set_team))
     current = set(team.members)
@@ -126,7 +134,17 @@ def _primary_nic_changes(desired: TeamDesired, state: HostState) -> list[dict]:
             )
         name = model.primary_name_after_vlan(desired.name, desired.vlan_id)
     if desired.team_nic_name and name != desired.team_nic_name:
-        changes.append({"action": "rename_team_nic", "team_nic": name, "new_name": desired.team_nic_name})
+        # primary: the command finds the team's primary team NIC on the host when it runs (its name after tagging is
+        # Windows' to choose); team_nic is the name the model expects, for the model and the messages only.
+        changes.append(
+            {
+                "action": "rename_team_nic",
+                "team": desired.name,
+                "primary": True,
+                "team_nic": name,
+                "new_name": desired.team_nic_name,
+            }
+        )
     return changes
 
 

@@ -94,6 +94,7 @@ class TeamDesired:
     allow_management_change: bool = False
     rollback_timeout_s: int = DEFAULT_ROLLBACK_TIMEOUT_S
     management_addresses: tuple = ()  # set by the action plugin: ansible_host when it is an address
+    management_ports: tuple = ()  # set by the action plugin: the port its connection reaches the host on
 
     @classmethod
     def from_args(cls, args: dict) -> TeamDesired:

@@ -177,12 +177,15 @@ def _set_team(state: HostState, change: dict) -> HostState:
         load_balancing_algorithm=change.get("load_balancing_algorithm") or team.load_balancing_algorithm,
         lacp_timer=change.get("lacp_timer") or team.lacp_timer,
     )
-    members = dict(state.members)
     if team.teaming_mode != "SwitchIndependent":
-        for name, member in members.items():
-            if member.team == team.name and member.administrative_mode == "Standby":
-                members[name] = replace(member, administrative_mode="Active", operational_status="Active")
-    return replace(state, teams={**state.teams, team.name: team}, members=members)
+        # Set-NetLbfoTeam does not document what becomes of a standby member when the mode leaves SwitchIndependent
+        # (the only mode with one): the plan sets it Active first (Set-NetLbfoTeamMember -AdministrativeMode Active).
+        standby = [m.name for m in state.members.values() if m.team == team.name and m.administrative_mode == "Standby"]
+        if standby:
+            raise ForbiddenByWindows(
+                f"team {team.name!r} switched to {team.teaming_mode} with standby member {standby[0]!r} still standby"
+            )
+    return replace(state, teams={**state.teams, team.name: team})
 
 
 def _add_member(state: HostState, change: dict) -> HostState:

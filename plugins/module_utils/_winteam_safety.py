@@ -3,9 +3,11 @@
 """The management path: which change can cut the controller off, and the state a rollback converges back to.
 
 The management addresses are ansible_host (when it is an address) and the local addresses of the host's established
-WinRM connections. The path is every interface carrying one, with its LBFO team and members, or its Hyper-V switch and
-the switch's members. A change touching the path is refused unless allow_management_change; opted in, the planner
-wraps it in a rollback (``_winrollback``) that converges back to ``recorded_desired``.
+connections on the port Ansible connects to (IPv4 and IPv6). The path is every interface carrying one, with its LBFO
+team and members, or its Hyper-V switch and the switch's members. A change touching the path is refused unless
+allow_management_change; opted in, the planner wraps it in a rollback (``_winrollback``) that converges back to
+``recorded_desired``. When no interface carries a management address (NAT, a proxy, a name that resolves elsewhere,
+a port forwarded to another one) the path is unknown and every change is refused: the gate fails closed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import 
     HostState,
     host_vnic_adapter_name,
     lacp_timer_settable,
+    normal_address,
 )
 
 OPT_IN_VARIABLE = "win_nic_team_allow_management_change"
@@ -23,7 +26,8 @@ OPT_IN_VARIABLE = "win_nic_team_allow_management_change"
 
 def management_addresses(desired: TeamDesired, state: HostState) -> list[str]:
     """Addresses the controller reaches the host by: ansible_host (if an address) and the WinRM sessions' own."""
-    return sorted(set(desired.management_addresses) | set(state.winrm_local_addresses))
+    given = {normal_address(address) for address in desired.management_addresses} - {None}
+    return sorted(given | set(state.winrm_local_addresses))
 
 
 def management_path(desired: TeamDesired, state: HostState) -> dict:
@@ -68,6 +72,8 @@ def management_findings(desired: TeamDesired, state: HostState, changes: list[di
             )
         ]
     path = management_path(desired, state)
+    if not path:
+        return [_unmapped_management_path(desired, state)]
     findings = []
     for change in changes:
         hit = sorted(_touches(change) & set(path))
@@ -99,6 +105,20 @@ def management_findings(desired: TeamDesired, state: HostState, changes: list[di
                 )
             )
     return findings
+
+
+def _unmapped_management_path(desired: TeamDesired, state: HostState) -> Finding:
+    addresses = ", ".join(management_addresses(desired, state)) or "none"
+    ports = ", ".join(str(port) for port in desired.management_ports) or "unknown"
+    return Finding(
+        REFUSE,
+        "management_unknown",
+        f"no gathered interface carries an address the controller reaches this host by (ansible_host and the local "
+        f"addresses of the connections on port {ports}: {addresses}), so it is unknown whether this change cuts the "
+        "controller off; a NAT, a proxy, a port forwarded to another port or a name that resolves elsewhere hides "
+        "the path. Set ansible_host to an IPv4 or IPv6 address of the host's management NIC and connect to it "
+        "directly, or make the change out of band",
+    )
 
 
 def rollback_task_name(desired: TeamDesired) -> str:

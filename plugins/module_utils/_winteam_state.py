@@ -20,6 +20,7 @@ MSFT_NetAdapter, MSFT_NetAdapterHardwareInfoSettingData, MSFT_NetIPAddress and M
 
 from __future__ import annotations
 
+import ipaddress
 import ntpath
 from dataclasses import dataclass, field
 
@@ -261,6 +262,19 @@ def host_vnic_adapter_name(vnic_name: str) -> str:
     return f"vEthernet ({vnic_name})"
 
 
+def normal_address(text: object) -> str | None:
+    """An IPv4 or IPv6 address written one way: zone index dropped (``fe80::1%12``), an IPv4-mapped IPv6 address
+    (``::ffff:10.0.0.21``, what a dual-stack socket reports for an IPv4 peer) as IPv4, IPv6 compressed and lower case;
+    None for anything that is not an address (a host name)."""
+    try:
+        address = ipaddress.ip_address(str(text or "").split("%", 1)[0].strip())
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address)
+
+
 @dataclass(frozen=True)
 class IpConfig:
     """IPv4 configuration of one interface (Get-NetIPAddress, Get-NetIPInterface, Get-NetRoute, DnsClient)."""
@@ -283,7 +297,8 @@ class IpConfig:
         return (False, self.static_addresses, self.gateway, tuple(self.dns_servers))
 
     def carries(self, address: str) -> bool:
-        return any(entry[0] == address for entry in self.addresses)
+        wanted = normal_address(address)
+        return wanted is not None and any(normal_address(entry[0]) == wanted for entry in self.addresses)
 
 
 @dataclass(frozen=True)
@@ -304,8 +319,11 @@ class HostState:
     host_vnics: tuple = ()
     rdma_enabled: dict = field(default_factory=dict)  # adapter name -> bool (Get-NetAdapterRdma)
     ip_configs: dict = field(default_factory=dict)  # interface alias -> IpConfig
-    winrm_local_addresses: tuple = ()  # local addresses of established WinRM connections (5985/5986)
+    # Local addresses of the established connections on the port Ansible connects to (the gather's
+    # connection_ports), normalised (normal_address).
+    winrm_local_addresses: tuple = ()
     ip_gathered: bool = False  # False: a gather without IP records; management safety cannot be judged
+    ipv6_addresses: tuple = ()  # ((interface alias, address), ...): Get-NetIPAddress -AddressFamily IPv6
 
     def adapter_name_for_description(self, description: str) -> str:
         for adapter in self.adapters.values():
@@ -321,7 +339,11 @@ class HostState:
         return nics[0] if nics else None
 
     def interfaces_carrying(self, address: str) -> list[str]:
-        return sorted(name for name, config in self.ip_configs.items() if config.carries(address))
+        """Interfaces with this IPv4 or IPv6 address (written any way normal_address reads)."""
+        names = {name for name, config in self.ip_configs.items() if config.carries(address)}
+        wanted = normal_address(address)
+        names |= {alias for alias, ipv6 in self.ipv6_addresses if wanted and normal_address(ipv6) == wanted}
+        return sorted(names)
 
 
 def _teams(raw: dict) -> dict:
@@ -539,7 +561,10 @@ def parse_host_state(raw: dict) -> HostState:
         rdma_enabled={record.get("Name"): bool(record.get("Enabled")) for record in _as_list(raw.get("rdma"))},
         ip_configs=parse_ip_configs(raw),
         winrm_local_addresses=tuple(
-            sorted({record.get("LocalAddress") for record in _as_list(raw.get("winrm_connections"))} - {None})
+            sorted({normal_address(r.get("LocalAddress")) for r in _as_list(raw.get("winrm_connections"))} - {None})
         ),
         ip_gathered="ip_addresses" in raw,
+        ipv6_addresses=tuple(
+            sorted((record["InterfaceAlias"], record["IPAddress"]) for record in _as_list(raw.get("ipv6_addresses")))
+        ),
     )

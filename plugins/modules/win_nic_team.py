@@ -170,17 +170,23 @@ options:
     default: false
   allow_management_change:
     description:
-      - A change that touches the NIC carrying the management address (C(ansible_host), or the local address of the
-        WinRM connection), or its team or Hyper-V switch, can cut the controller off. It is refused unless this is
-        C(true).
+      - A change that touches the NIC carrying the management address (C(ansible_host), or the local IPv4 or IPv6
+        address of the established connections on the port the connection plugin uses), or its team or Hyper-V
+        switch, can cut the controller off. It is refused unless this is C(true).
+      - When no interface carries a management address (NAT, a proxy, a forwarded port, a name that resolves
+        elsewhere) every change is refused (C(management_unknown)), whatever this option says.
       - With C(true) the change runs behind a rollback, like a switch's "commit confirmed". Before the change the
-        apply module registers a one-shot scheduled task (as SYSTEM) that restores the recorded team and IPv4
-        configuration after O(rollback_timeout_s); once the controller has reconnected, it unregisters the task.
+        apply module registers a one-shot scheduled task (as SYSTEM, StartWhenAvailable) that restores the recorded
+        team and IPv4 configuration after O(rollback_timeout_s); its script lives in a folder under C(%ProgramData%)
+        that only SYSTEM and Administrators can write. A task left armed by an earlier run is never replaced; the
+        change is refused, naming it. Once the controller has reconnected, it disables, checks and unregisters the
+        task; a task that is gone, runs or has run fails the task with C(rollback.may_have_fired).
     type: bool
     default: false
   rollback_timeout_s:
     description: Seconds after which the armed rollback restores the recorded state unless the controller has
-      reconnected and disarmed it; at least 60.
+      reconnected and disarmed it; at least 60, and more than one disarm attempt over the connection (its read
+      timeout, 30 s by default, plus 10 s), or the change is refused before anything is armed.
     type: int
     default: 300
   preflight_only:

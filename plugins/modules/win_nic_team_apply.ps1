@@ -41,6 +41,7 @@ $spec = @{
                                 'Remove-NetLbfoTeamMember',
                                 'Remove-NetLbfoTeamNic',
                                 'Remove-VMSwitch',
+                                'Rename-HpcPrimaryTeamNic',
                                 'Rename-NetAdapter',
                                 'Rename-NetLbfoTeam',
                                 'Set-DnsClientServerAddress',

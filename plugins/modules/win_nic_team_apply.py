@@ -54,6 +54,7 @@ options:
               - Remove-NetLbfoTeamMember
               - Remove-NetLbfoTeamNic
               - Remove-VMSwitch
+              - Rename-HpcPrimaryTeamNic
               - Rename-NetAdapter
               - Rename-NetLbfoTeam
               - Set-DnsClientServerAddress

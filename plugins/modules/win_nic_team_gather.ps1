@@ -13,11 +13,13 @@
 $spec = @{
     options = @{
         driver_file_patterns = @{ type = 'list'; elements = 'str'; default = @() }
+        connection_ports = @{ type = 'list'; elements = 'int'; default = @(5985, 5986) }
     }
     supports_check_mode = $true
 }
 $module = [Ansible.Basic.AnsibleModule]::Create($args, $spec)
 $driverFilePatterns = @($module.Params.driver_file_patterns)
+$connectionPorts = @($module.Params.connection_ports)
 
 $teamProperties = @('Name', 'Members', 'TeamNics', 'TeamingMode', 'LoadBalancingAlgorithm', 'LacpTimer', 'Status')
 $memberProperties = @(
@@ -57,10 +59,13 @@ $module.Result.rdma = Get-Record -Command 'Get-NetAdapterRdma' -Property @('Name
     ErrorAction = 'SilentlyContinue'
 }
 
-# The IP configuration and the WinRM sessions: what the controller reaches this host by.
-$module.Result.ip_addresses = Get-Record -Command 'Get-NetIPAddress' -Parameters $ipv4 -Property @(
-    'InterfaceAlias', 'InterfaceIndex', 'IPAddress', 'PrefixLength', 'PrefixOrigin', 'AddressFamily'
-)
+# The IP configuration and the connections on the port Ansible uses (IPv4 and IPv6): what the controller
+# reaches this host by.
+$addressProperties = @('InterfaceAlias', 'InterfaceIndex', 'IPAddress', 'PrefixLength', 'PrefixOrigin', 'AddressFamily')
+$module.Result.ip_addresses = Get-Record -Command 'Get-NetIPAddress' -Parameters $ipv4 -Property $addressProperties
+$module.Result.ipv6_addresses = Get-Record -Command 'Get-NetIPAddress' -Property $addressProperties -Parameters @{
+    AddressFamily = 'IPv6'
+}
 $module.Result.ip_interfaces = Get-Record -Command 'Get-NetIPInterface' -Parameters $ipv4 -Property @(
     'InterfaceAlias', 'InterfaceIndex', 'AddressFamily', 'Dhcp'
 )
@@ -73,7 +78,7 @@ $module.Result.dns_servers = Get-Record -Command 'Get-DnsClientServerAddress' -P
 )
 $module.Result.winrm_connections = Get-Record -Command 'Get-NetTCPConnection' -Property @(
     'LocalAddress', 'LocalPort', 'RemoteAddress', 'State'
-) -Parameters @{ LocalPort = @(5985, 5986); State = 'Established'; ErrorAction = 'SilentlyContinue' }
+) -Parameters @{ LocalPort = $connectionPorts; State = 'Established'; ErrorAction = 'SilentlyContinue' }
 
 $vmms = Get-Service -Name 'vmms' -ErrorAction SilentlyContinue
 $module.Result.hyperv_present = ($null -ne $vmms) -and (Test-Command -Name 'Get-VMSwitch')

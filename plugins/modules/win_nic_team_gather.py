@@ -12,7 +12,8 @@ description:
     C(Get-NetAdapterHardwareInfo), C(Get-VMSwitch) and C(Get-VMSwitchTeam) (when Hyper-V is installed), and lists
     the system drivers whose file name matches O(driver_file_patterns), returning the selected properties of each.
   - Also reports the IPv4 configuration (C(Get-NetIPAddress), C(Get-NetIPInterface), C(Get-NetRoute),
-    C(Get-DnsClientServerAddress)), the established WinRM connections (C(Get-NetTCPConnection)), RDMA state
+    C(Get-DnsClientServerAddress)), the IPv6 addresses, the established connections on O(connection_ports)
+    (C(Get-NetTCPConnection)), RDMA state
     (C(Get-NetAdapterRdma)) and the host vNICs of Hyper-V switches, so that the controller can tell which change
     would cut it off.
   - A system driver without a path is skipped rather than failing the gather.
@@ -27,6 +28,15 @@ options:
     type: list
     elements: str
     default: []
+  connection_ports:
+    description:
+      - Local TCP ports whose established connections are reported in RV(winrm_connections), that is the port the
+        controller's connection reaches this host on.
+      - M(hpc.balance.win_nic_team) passes the port its connection plugin resolved (WinRM, PSRP or SSH); the default
+        is the two WinRM ports.
+    type: list
+    elements: int
+    default: [5985, 5986]
 extends_documentation_fragment:
   - hpc.balance.windows.gather
 attributes:
@@ -55,6 +65,14 @@ ip_addresses:
   elements: dict
   sample: [{"InterfaceAlias": "MGMT", "InterfaceIndex": 3, "IPAddress": "10.0.0.21", "PrefixLength": 24,
             "PrefixOrigin": 1, "AddressFamily": 2}]
+ipv6_addresses:
+  description: C(Get-NetIPAddress -AddressFamily IPv6) records, used only to find the interface that carries an IPv6
+    management address.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceAlias": "MGMT", "InterfaceIndex": 3, "IPAddress": "2001:db8:10::21", "PrefixLength": 64,
+            "PrefixOrigin": 1, "AddressFamily": 23}]
 ip_interfaces:
   description: C(Get-NetIPInterface -AddressFamily IPv4) records (C(Dhcp) 0 disabled, 1 enabled).
   returned: always
@@ -74,8 +92,8 @@ dns_servers:
   elements: dict
   sample: [{"InterfaceAlias": "MGMT", "ServerAddresses": ["10.0.0.2", "10.0.0.3"]}]
 winrm_connections:
-  description: Established TCP connections on the WinRM ports 5985/5986 (C(Get-NetTCPConnection)); their local
-    address is the address the controller reaches this host by.
+  description: Established TCP connections on O(connection_ports) (C(Get-NetTCPConnection)); their local
+    address (IPv4 or IPv6) is the address the controller reaches this host by.
   returned: always
   type: list
   elements: dict

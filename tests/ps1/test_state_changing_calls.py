@@ -20,7 +20,8 @@ import json
 from pathlib import Path
 
 import pytest
-from check_ps1_parse import parse_errors, parser
+from check_ps1_parse import parse_errors
+from ps1_calls import advanced_functions, calls
 
 from ansible_collections.hpc.balance.plugins.module_utils import _wincommand
 from ansible_collections.hpc.balance.plugins.module_utils._wincommand import (
@@ -56,6 +57,8 @@ NOT_A_CHANGE = {
     "new-scheduledtasktrigger": "builds a trigger object in memory (Learn: 'Creates a scheduled task trigger object')",
     "new-scheduledtaskprincipal": "builds a principal object in memory (Learn: 'Creates an object that contains a "
     "scheduled task principal')",
+    "new-scheduledtasksettingsset": "builds a settings object in memory (Learn: 'Creates a new scheduled task "
+    "settings object')",
 }
 
 # State-changing commands that cannot take -Confirm: their Learn syntax lists no -WhatIf/-Confirm (they still get
@@ -71,64 +74,6 @@ NO_CONFIRM_AND_NOT_A_CHANGE = set(NO_CONFIRM) | set(NOT_A_CHANGE)
 
 
 # ---------------------------------------------------------------------------------------------------- the walk
-def _text(node) -> str:
-    return node.text.decode("utf-8")
-
-
-def _arguments(command) -> dict:
-    """{'-name': (value text or None, written with a colon)} of one command node's named parameters."""
-    elements = next((child for child in command.children if child.type == "command_elements"), None)
-    found: dict = {}
-    if elements is None:
-        return found
-    children = [child for child in elements.children if child.type != "command_argument_sep" or ":" in _text(child)]
-    index = 0
-    while index < len(children):
-        child = children[index]
-        if child.type != "command_parameter":
-            index += 1
-            continue
-        name = _text(child).lower()
-        colon = index + 1 < len(children) and children[index + 1].type == "command_argument_sep"
-        value_index = index + 2 if colon else index + 1
-        value = None
-        if value_index < len(children) and children[value_index].type not in ("command_parameter",):
-            value = _text(children[value_index]).strip().strip("'\"")
-            index = value_index
-        found[name] = (value, colon)
-        index += 1
-    return found
-
-
-def calls(source: str) -> list[tuple[int, str, dict]]:
-    """(line, command name, arguments) of every command called by a literal name in the script."""
-    tree = parser().parse(source.encode("utf-8"))
-    found = []
-    stack = [tree.root_node]
-    while stack:
-        node = stack.pop()
-        if node.type == "command":
-            name = next((child for child in node.children if child.type == "command_name"), None)
-            if name is not None:
-                found.append((node.start_point[0] + 1, _text(name), _arguments(node)))
-        stack.extend(reversed(node.children))
-    return found
-
-
-def advanced_functions(source: str) -> dict:
-    """{function name (lower): declares SupportsShouldProcess} of the functions the script defines."""
-    tree = parser().parse(source.encode("utf-8"))
-    found = {}
-    stack = [tree.root_node]
-    while stack:
-        node = stack.pop()
-        if node.type == "function_statement":
-            name = next(child for child in node.children if child.type == "function_name")
-            found[_text(name).lower()] = "supportsshouldprocess = $true" in _text(node).lower()
-        stack.extend(reversed(node.children))
-    return found
-
-
 def missing_confirm_or_stop(source: str, functions: dict | None = None) -> list[str]:
     """'line: command: what is missing' for every state-changing call without -Confirm:$false / -ErrorAction Stop."""
     functions = advanced_functions(source) if functions is None else functions
@@ -180,6 +125,7 @@ EVERY_CHANGE = [
     {"action": "remove_member", "team": "T", "member": "A"},
     {"action": "set_member_mode", "team": "T", "member": "A", "administrative_mode": "Standby"},
     {"action": "rename_team_nic", "team_nic": "T", "new_name": "U"},
+    {"action": "rename_team_nic", "team": "T", "primary": True, "team_nic": "T - VLAN 5", "new_name": "U"},
     {"action": "set_team_nic_vlan", "team_nic": "T", "vlan_id": 5},
     {"action": "set_team_nic_default", "team_nic": "T - VLAN 5"},
     {"action": "add_team_nic", "team": "T", "vlan_id": 5, "team_nic": "T - VLAN 5"},

@@ -42,7 +42,10 @@ def test_already_in_state_gathers_once_and_changes_nothing(gathered, make_action
     assert host.modules_called() == [GATHER]
     assert (result["changed"], result.get("failed", False), result["changes"]) == (False, False, [])
     assert result["verdict"]["ok"] and result["waited_s"] == 0.0
-    assert host.calls[0][1] == {"driver_file_patterns": ["basp*.sys", "cpqteam*.sys", "ians*.sys", "qlasp*.sys"]}
+    assert host.calls[0][1] == {
+        "driver_file_patterns": ["basp*.sys", "cpqteam*.sys", "ians*.sys", "qlasp*.sys"],
+        "connection_ports": [5985, 5986],  # the stand-in connection has no port option
+    }
 
 
 def test_mode_drift_applies_set_team_then_waits_for_lacp(gathered, make_action, clock):
@@ -345,3 +348,135 @@ def test_a_dropped_winrm_connection_is_waited_for_and_the_rollback_disarmed(gath
     assert applied == [["arm_rollback", "new_team", "wait_adapter", "set_ip"], ["disarm_rollback"]]
     assert action._connection.resets == 3  # two failed reconnects, then the one that disarmed
     assert result["rollback"]["disarmed"] is True and not result.get("failed")
+
+
+# ---------------------------------------------------------------------------------------------------- fails closed
+@pytest.mark.parametrize(
+    ("transport", "options", "ports"),
+    [
+        # winrm.py: port defaults to 5986 and is what the plugin connects to (ansible_port / ansible_winrm_port).
+        ("winrm", {"port": 15986}, [15986]),
+        # psrp.py: port unset with protocol http means 5985.
+        ("psrp", {"port": None, "protocol": "http"}, [5985]),
+        # ssh.py: port unset leaves ssh's own default, 22.
+        ("ssh", {"port": None}, [22]),
+    ],
+)
+def test_the_gather_reads_the_connections_on_the_port_the_connection_plugin_resolved(
+    gathered, make_action, transport, options, ports
+):
+    """Get-NetTCPConnection -LocalPort (learn.microsoft.com/powershell/module/nettcpip/get-nettcpconnection): the
+    established connections on the port Ansible really uses, not on 5985/5986 whatever the connection is."""
+    action, host = make_action(plugin, args(), {GATHER: [gathered("team_up")]})
+    action._connection.transport = transport
+    action._connection.get_option.side_effect = lambda name: options[name]
+    action.run(task_vars={})
+    assert host.calls[0][1]["connection_ports"] == ports
+
+
+def test_a_change_over_a_connection_no_interface_carries_is_refused_before_anything_runs(gathered, make_action):
+    over_ssh = gathered("no_team")
+    over_ssh["winrm_connections"] = []  # nothing established on port 22 that an interface carries
+    action, host = make_action(plugin, args(members=["NIC3", "NIC4"]), {GATHER: [over_ssh]})
+    action._connection.transport = "ssh"
+    action._connection.get_option.side_effect = lambda name: {"port": None}[name]
+    result = action.run(task_vars={"ansible_host": "winhost.example"})
+    assert host.modules_called() == [GATHER]
+    assert result["failed"] and result["changes"] == []
+    assert result["findings"][-1]["code"] == "management_unknown"
+    assert "connections on port 22" in result["msg"]
+
+
+# ---------------------------------------------------------------------------------------------------- the disarm
+# Unregister-HpcRollback's errors, as Invoke-ChangeList reports them: the task is gone (it unregisters itself at its
+# end), runs, or has run (Get-ScheduledTaskInfo LastTaskResult other than SCHED_S_TASK_HAS_NOT_RUN).
+FIRED = {
+    "gone": "the task hpc.balance rollback lbfo Storage is not registered; it ran and unregistered itself, "
+    "or was removed",
+    "running": "the task hpc.balance rollback lbfo Storage is Running",
+    "ran": "the task hpc.balance rollback lbfo Storage is Disabled, last run 2026-12-05T18:56:01.0000000+00:00 "
+    "with result 0x00000000",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FIRED))
+def test_a_disarm_that_finds_the_rollback_fired_fails_at_once_saying_it_may_have_fired(gathered, make_action, case):
+    """Get-ScheduledTask State and Get-ScheduledTaskInfo LastRunTime/LastTaskResult
+    (learn.microsoft.com/powershell/module/scheduledtasks/get-scheduledtaskinfo) tell a task that ran from one that
+    did not: the disarm reports it instead of calling it disarmed, and is not retried."""
+    failed = {
+        "failed": True,
+        "msg": "Unregister-HpcRollback failed for change 'disarm_rollback': "
+        f"the rollback may have fired: {FIRED[case]}",
+    }
+    action, scripted = make_action(
+        plugin,
+        args(allow_management_change=True, team_nic_ip={"source": "members"}),
+        {GATHER: [gathered("winrm_on_member")], APPLY: [{"changed": True, "applied": []}, failed]},
+    )
+    result = action.run(task_vars={})
+    assert list(scripted.modules_called()) == [GATHER, APPLY, APPLY]
+    assert result["failed"] and result["rollback"] == {
+        "armed": True,
+        "disarmed": False,
+        "may_have_fired": True,
+        "task_name": "hpc.balance rollback lbfo Storage",
+    }
+    assert f"found that {FIRED[case]}: the task 'hpc.balance rollback lbfo Storage' may have restored" in result["msg"]
+    assert "verdict" not in result
+
+
+class SlowDroppingHost(DroppingHost):
+    """Every disarm attempt hangs for one read timeout and then drops, as a call to an unreachable host does."""
+
+    def __init__(self, scripted, clock, hang_s):
+        super().__init__(scripted)
+        self.clock, self.hang_s, self.started = clock, hang_s, []
+
+    def __call__(self, module_name=None, module_args=None, task_vars=None, **kwargs):
+        actions = [change["action"] for change in (module_args or {}).get("changes", [])]
+        if module_name == APPLY and actions == ["disarm_rollback"]:
+            self.started.append(self.clock.now)
+            self.clock.now += self.hang_s
+            raise AnsibleConnectionFailure("winrm connection error: Read timed out")
+        return super().__call__(module_name, module_args, task_vars, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("options", "read_timeout_s", "rollback_timeout_s"),
+    [
+        ({}, 30, 100),  # pywinrm's DEFAULT_READ_TIMEOUT_SEC, kept by ansible-core 2.19.14's winrm.py
+        ({"connection_timeout": 60}, 70, 120),  # winrm.py: read_timeout_sec = connection_timeout + 10
+        ({"_extras": {"ansible_winrm_read_timeout_sec": 45}}, 45, 90),  # an ansible_winrm_* extra, passed to pywinrm
+    ],
+)
+def test_no_disarm_attempt_starts_unless_one_read_timeout_ends_before_the_rollback_fires(
+    gathered, make_action, clock, options, read_timeout_s, rollback_timeout_s
+):
+    """A disarm call to an unreachable host waits one read timeout before it fails; one started later than that
+    before the task fires ends after it (a fixed 20 s margin is shorter than the default 30 s)."""
+    action, scripted = make_action(
+        plugin,
+        args(allow_management_change=True, rollback_timeout_s=rollback_timeout_s),
+        {GATHER: [gathered("winrm_on_member")], APPLY: [{"changed": True, "applied": []}]},
+    )
+    action._connection.get_option.side_effect = lambda name: options[name]
+    host = SlowDroppingHost(scripted, clock, read_timeout_s)
+    action._execute_module = host
+    started = clock.now
+    result = action.run(task_vars={})
+    assert result["failed"] and f"did not reconnect within rollback_timeout_s={rollback_timeout_s}" in result["msg"]
+    assert host.started, "at least one disarm attempt"
+    assert all(at - started + read_timeout_s < rollback_timeout_s for at in host.started)
+
+
+def test_a_rollback_timeout_shorter_than_one_disarm_attempt_is_refused_before_arming(gathered, make_action):
+    action, scripted = make_action(
+        plugin,
+        args(allow_management_change=True, rollback_timeout_s=60),
+        {GATHER: [gathered("winrm_on_member")], APPLY: [{"changed": True, "applied": []}]},
+    )
+    action._connection.get_option.side_effect = lambda name: {"connection_timeout": 60}[name]
+    result = action.run(task_vars={})
+    assert scripted.modules_called() == [GATHER]
+    assert result["failed"] and result["msg"].startswith("rollback_timeout_s=60 leaves the controller no time")

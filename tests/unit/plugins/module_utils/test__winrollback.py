@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
+from ansible_collections.hpc.balance.plugins.module_utils._wincommand import commands_for, render_command
 from ansible_collections.hpc.balance.plugins.module_utils._winrollback import render_rollback_script
 from ansible_collections.hpc.balance.plugins.module_utils._winteam import plan, summary
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import TeamDesired
@@ -191,4 +193,79 @@ def test_the_rollback_script_runs_each_step_and_unregisters_its_task():
 def test_names_with_quotes_cannot_break_out_of_the_script():
     script = render_rollback_script("t'x", [{"action": "remove_team", "team": "Team'; Remove-Item C:\\ -Recurse; '"}])
     assert "Remove-NetLbfoTeam -Name:'Team''; Remove-Item C:\\ -Recurse; '''" in script
+    assert parse_errors(script.encode("utf-8")) == []
+
+
+# ------------------------------------------------------------------------------------------------ the gate fails closed
+@pytest.mark.parametrize("allow_management_change", [False, True], ids=["refused_by_default", "opted_in"])
+def test_a_change_is_refused_when_no_interface_carries_the_management_address(allow_management_change):
+    """Over SSH, a forwarded port or a NAT, no gathered connection and no interface carries the address Ansible
+    reaches the host by: the management NIC is unknown, so no change runs, opted in or not (no rollback could know
+    what to protect)."""
+    data = json.loads((FIXTURES / "nic_team_gather_no_team.json").read_text())
+    data["winrm_connections"] = []  # nothing established on the port the connection uses
+    wanted = desired(members=["NIC3", "NIC4"], management_addresses=["203.0.113.7"])
+    wanted = replace(wanted, management_ports=(2222,), allow_management_change=allow_management_change)
+    result = plan(wanted, parse_host_state(data))
+    assert result.changes == []
+    [finding] = refusal(result)
+    assert finding.code == "management_unknown"
+    assert "connections on port 2222: 203.0.113.7" in finding.message
+    assert "Set ansible_host to an IPv4 or IPv6 address of the host's management NIC" in finding.message
+
+
+# Get-NetIPAddress -AddressFamily IPv6 (learn.microsoft.com/powershell/module/nettcpip/get-netipaddress) reports the
+# IPv6 addresses; Get-NetTCPConnection (learn.microsoft.com/powershell/module/nettcpip/get-nettcpconnection) reports
+# LocalAddress as the socket has it: IPv6, a link-local one with its zone index, or an IPv4 address mapped into IPv6
+# on a dual-stack socket (RFC 4291 section 2.5.5.2).
+@pytest.mark.parametrize(
+    ("ipv6_record", "local_address"),
+    [
+        ("2001:db8:10::21", "2001:DB8:10:0::21"),
+        ("fe80::21%12", "fe80::21%12"),
+        (None, "::ffff:192.168.10.21"),
+    ],
+    ids=["ipv6", "ipv6_link_local_with_zone", "ipv4_mapped"],
+)
+def test_a_management_address_written_the_ipv6_way_marks_its_nic(ipv6_record, local_address):
+    data = json.loads((FIXTURES / "nic_team_gather_no_team.json").read_text())
+    if ipv6_record:
+        data["ipv6_addresses"] = [
+            {"InterfaceAlias": "NIC1", "IPAddress": ipv6_record, "PrefixLength": 64, "PrefixOrigin": 1}
+        ]
+    data["winrm_connections"] = [{"LocalAddress": local_address, "LocalPort": 5986, "State": 5}]
+    result = plan(desired(), parse_host_state(data))
+    assert result.changes == []
+    assert [f.code for f in refusal(result)] == ["management_path"]
+    assert "NIC 'NIC1' carries the management address" in refusal(result)[0].message
+
+
+# ------------------------------------------------------------------------------------------------ renamed at run time
+def _team_nic_named(name):
+    """team_up with its primary team NIC renamed, reached over that NIC's address (the management path)."""
+    data = json.loads((FIXTURES / "nic_team_gather_team_up.json").read_text())
+    data["teams"][0]["TeamNics"] = name
+    for key in ("team_nics", "adapters", "ip_addresses", "ip_interfaces", "dns_servers", "routes"):
+        for record in data.get(key) or []:
+            for field in ("Name", "InterfaceAlias"):
+                if record.get(field) == "Storage":
+                    record[field] = name
+    data["winrm_connections"][0]["LocalAddress"] = "192.168.10.21"
+    return parse_host_state(data)
+
+
+def test_the_apply_and_the_rollback_rename_the_primary_team_nic_the_host_reports_not_a_predicted_name():
+    """Set-NetLbfoTeamNic -VlanID renames the primary team NIC; the name it takes is not part of the cmdlet's
+    documented syntax (learn.microsoft.com/powershell/module/netlbfo/set-netlbfoteamnic). Get-NetLbfoTeamNic -Team
+    (learn.microsoft.com/powershell/module/netlbfo/get-netlbfoteamnic) lists the team's NICs with their Primary
+    property (MSFT_NetLbfoTeamNic), so the rename finds the NIC when it runs."""
+    result = plan(
+        desired(vlan_id=130, team_nic_name="Storage-10G", allow_management_change=True), _team_nic_named("Storage-10G")
+    )
+    script = result.changes[0]["script"]
+    rendered = [render_command(c) for change in result.changes[1:-1] for c in commands_for(change)]
+    rename = "Rename-HpcPrimaryTeamNic -Team:'Storage' -NewName:'Storage-10G' -Confirm:$false -ErrorAction:'Stop'"
+    assert rename in rendered and rename in script
+    assert not any(line.startswith("Rename-NetAdapter") for line in rendered)
+    assert "Rename-NetAdapter -Name:" not in script  # only the function's own call, by the name found at run time
     assert parse_errors(script.encode("utf-8")) == []

@@ -200,7 +200,13 @@ PLAN_CASES = [
         {"team_nic_name": "Storage-10G", "vlan_id": 120},
         [
             {"action": "set_team_nic_vlan", "team": "Storage", "team_nic": "Storage", "vlan_id": 120},
-            {"action": "rename_team_nic", "team_nic": "Storage - VLAN 120", "new_name": "Storage-10G"},
+            {
+                "action": "rename_team_nic",
+                "team": "Storage",
+                "primary": True,
+                "team_nic": "Storage - VLAN 120",
+                "new_name": "Storage-10G",
+            },
         ],
     ),
     (
@@ -235,7 +241,13 @@ PLAN_CASES = [
             {"action": "set_member_mode", "team": "Storage", "member": "NIC3", "administrative_mode": "Standby"},
             {"action": "wait_adapter", "interface": "Storage-30"},
             {"action": "set_team_nic_vlan", "team": "Storage", "team_nic": "Storage-30", "vlan_id": 30},
-            {"action": "rename_team_nic", "team_nic": "Storage - VLAN 30", "new_name": "Storage-30"},
+            {
+                "action": "rename_team_nic",
+                "team": "Storage",
+                "primary": True,
+                "team_nic": "Storage - VLAN 30",
+                "new_name": "Storage-30",
+            },
         ],
     ),
     ("absent_removes_the_team", "team_up", {"state": "absent"}, [{"action": "remove_team", "team": "Storage"}]),
@@ -607,13 +619,20 @@ def test_standby_member_in_a_switch_dependent_mode_is_refused(mode):
         desired(teaming_mode=mode, standby_member="NIC2")
 
 
-def test_switching_a_team_with_a_standby_member_to_lacp_sets_no_member_mode():
+@pytest.mark.parametrize("mode", ["Lacp", "Static"])
+def test_switching_a_team_with_a_standby_member_to_a_switch_dependent_mode_sets_the_member_active_first(mode):
+    """Only SwitchIndependent has a standby member (NIC Teaming settings, learn.microsoft.com/windows-server/
+    networking/technologies/nic-teaming/nic-teaming-settings: "Standby adapter ... Switch independent"), and
+    Set-NetLbfoTeam (learn.microsoft.com/powershell/module/netlbfo/set-netlbfoteam) says nothing of what becomes of a
+    standby member when -TeamingMode leaves it. Set-NetLbfoTeamMember -AdministrativeMode Active
+    (learn.microsoft.com/powershell/module/netlbfo/set-netlbfoteammember) is the documented way to activate it."""
     standby = model.apply(
         state("team_up"),
         [{"action": "set_member_mode", "team": "Storage", "member": "NIC2", "administrative_mode": "Standby"}],
     )
-    assert plan(desired(teaming_mode="Lacp"), standby).changes == [
-        {"action": "set_team", "team": "Storage", "teaming_mode": "Lacp"}
+    assert plan(desired(teaming_mode=mode), standby).changes == [
+        {"action": "set_member_mode", "team": "Storage", "member": "NIC2", "administrative_mode": "Active"},
+        {"action": "set_team", "team": "Storage", "teaming_mode": mode},
     ]
 
 
