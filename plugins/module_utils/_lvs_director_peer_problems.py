@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import address_family
+from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import CHECK_DEFAULTS, address_family
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import (
     FAMILY_NAMES,
     PRIORITY_RANGE,
@@ -121,12 +121,21 @@ def _priority_gap_warnings(configs: list[dict[str, Any]]) -> list[dict[str, Any]
     return warnings
 
 
+def _check_view(check: dict[str, Any]) -> str:
+    """A health check as one comparable text: its type and every parameter not at the role's default (HTTP path,
+    status codes, timeouts, retries, ...); two directors whose checks differ take real servers out of the pool at
+    different times."""
+    settings = ", ".join(f"{key} {value}" for key, value in sorted(check.items())
+                         if key != "type" and value != CHECK_DEFAULTS.get(key))
+    return f"{check['type']} ({settings})" if settings else str(check["type"])
+
+
 def _virtual_server_view(server):
     """What a client gets from a virtual server, comparable between directors."""
     view = {key: server[key] for key in PEER_VIRTUAL_SERVER_KEYS if key not in ("real_servers", "check")}
-    view["check"] = server["check"]["type"]
+    view["check"] = _check_view(server["check"])
     view["real_servers"] = sorted(
-        f"{real['address']}:{real['port']} weight {real['weight']} {real['check']['type']}"
+        f"{real['address']}:{real['port']} weight {real['weight']} {_check_view(real['check'])}"
         for real in server["real_servers"]
     )
     return view
@@ -267,12 +276,70 @@ def _unicast_peer_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]
     return errors
 
 
+def _sync_group_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A sync group must hold the same instances on every director that defines it: keepalived moves the instances of
+    one group together (vrrp_sync.c), so a group of VI_4 and VI_6 on one director and VI_4 alone on the other lets
+    the IPv6 VIP stay behind after a failover."""
+    members = defaultdict(dict)
+    for config in configs:
+        for group in config.get("vrrp_sync_groups") or []:
+            members[group["name"]][config["host"]] = sorted(group["instances"])
+    errors = []
+    for name, by_host in sorted(members.items()):
+        if len({repr(instances) for instances in by_host.values()}) > 1:
+            listing = "; ".join(f"{host}: {', '.join(instances)}" for host, instances in sorted(by_host.items()))
+            errors.append(
+                finding(
+                    list(by_host),
+                    f"lvs_director_vrrp_sync_groups[{name}] holds other instances on each director ({listing}); "
+                    "keepalived moves a group's instances together, so a failover would leave VIPs behind: list the "
+                    "same instances everywhere (group_vars/lvs_directors)",
+                )
+            )
+    return errors
+
+
+def _lifted_backup_warnings(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A backup whose positive track-script weights, when its scripts succeed, lift it above the intended master with
+    the master's own successful scripts: keepalived adds a positive weight while the script succeeds
+    (keepalived.conf(5), vrrp_script weight), so the backup takes the VIP in the healthy steady state."""
+    warnings = []
+    scripts = {config["host"]: {s["name"]: s for s in config["vrrp_scripts"]} for config in configs}
+    by_vrid = defaultdict(list)
+    for config in configs:
+        for instance in config["vrrp_instances"]:
+            by_vrid[(instance["virtual_router_id"], instance["family"])].append((config["host"], instance))
+
+    def lifted(host: str, instance: dict[str, Any]) -> int:
+        weights = ((scripts[host].get(name) or {}).get("weight") for name in instance["track_scripts"])
+        return instance["priority"] + sum(weight for weight in weights if weight is not None and weight > 0)
+
+    for (vrid, family), members in sorted(by_vrid.items()):
+        masters = [(host, inst) for host, inst in members if inst["state"] == "MASTER"]
+        if len(masters) != 1:
+            continue
+        master, master_instance = masters[0]
+        for host, inst in members:
+            if inst["state"] == "MASTER" or lifted(host, inst) <= lifted(master, master_instance):
+                continue
+            warnings.append(
+                finding(
+                    [host],
+                    f"{host}: with every track script succeeding, {host}'s priority for VRID {vrid} "
+                    f"({FAMILY_NAMES[family]}) is {lifted(host, inst)} (positive script weights on "
+                    f"{inst['priority']}), above the intended master {master}'s {lifted(master, master_instance)}, "
+                    f"so {host} takes the VIP while all is well; lower the positive weights or the priority",
+                )
+            )
+    return warnings
+
+
 def peer_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every error across the directors of a play (each finding names the hosts it stops)."""
     return (_peer_problems(configs) + _unicast_peer_problems(configs) + _peer_virtual_server_problems(configs)
-            + _shared_address_problems(configs))
+            + _shared_address_problems(configs) + _sync_group_problems(configs))
 
 
 def peer_warnings(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What across the directors works but likely not as meant."""
-    return _priority_gap_warnings(configs)
+    return _priority_gap_warnings(configs) + _lifted_backup_warnings(configs)

@@ -193,6 +193,12 @@ def test_a_track_script_weight_that_cannot_close_the_priority_gap_is_a_warning(w
                      "TCP_CHECK', '198.18.0.22:80 weight 1 TCP_CHECK']; dir2: ['198.18.0.21:80 weight 3 HTTP_GET', "
                      "'198.18.0.22:80 weight 1 HTTP_GET'])", id="checks"),
         pytest.param({"virtual_servers": []}, "dir2 does not define it", id="missing on a peer"),
+        # The same check type with other parameters takes real servers out at other times on each director.
+        pytest.param({"virtual_servers": service(check={"type": "TCP_CHECK", "connect_timeout_s": 10})},
+                     "check (dir1: TCP_CHECK; dir2: TCP_CHECK (connect_timeout_s 10)), real_servers (dir1: "
+                     "['198.18.0.21:80 weight 3 TCP_CHECK', '198.18.0.22:80 weight 1 TCP_CHECK']; dir2: "
+                     "['198.18.0.21:80 weight 3 TCP_CHECK (connect_timeout_s 10)', '198.18.0.22:80 weight 1 TCP_CHECK "
+                     "(connect_timeout_s 10)'])", id="check parameters"),
     ],
 )
 def test_peers_that_serve_one_vip_differently_are_refused_with_a_diff(dir2, detail):  # 9
@@ -351,3 +357,43 @@ def test_the_preflight_looks_at_each_program_it_does_not_deploy_and_at_every_fol
     # keepalived's check_security (lib/notify.c) looks at every folder from / down, so the preflight does too.
     assert lvs_director_script_lookups(config) == ["/usr/bin/true", "/usr/local/sbin/chk", "/", "/usr", "/usr/bin",
                                                    "/usr/local", "/usr/local/sbin"]
+
+
+def test_the_same_http_check_with_another_path_on_a_peer_is_refused():  # 20
+    http = {"type": "HTTP_GET", "url_path": "/healthz", "status_code": "200"}
+    errors, _warnings = findings(dir1={"virtual_servers": service(check=http)},
+                                 dir2={"virtual_servers": service(check={**http, "url_path": "/"})})
+    assert len(errors) == 1
+    assert "check (dir1: HTTP_GET (status_code 200, url_path /healthz); dir2: HTTP_GET (status_code 200))" in errors[0]
+
+
+def test_a_sync_group_with_other_instances_on_a_peer_is_refused():  # 20
+    instances = [{"name": "VI_4", "virtual_router_id": 51, "virtual_ipaddresses": [VIP]},
+                 {"name": "VI_6", "virtual_router_id": 52, "virtual_ipaddresses": ["fd00::100"]},
+                 {"name": "VI_X", "virtual_router_id": 53, "virtual_ipaddresses": ["198.18.0.101"]}]
+    errors, _warnings = findings(both={"vrrp_instances": instances},
+                                 dir1={"vrrp_sync_groups": [{"name": "G", "instances": ["VI_4", "VI_6"]}]},
+                                 dir2={"vrrp_sync_groups": [{"name": "G", "instances": ["VI_4", "VI_X"]}]})
+    assert errors == [
+        "lvs_director_vrrp_sync_groups[G] holds other instances on each director (dir1: VI_4, VI_6; dir2: VI_4, VI_X); "
+        "keepalived moves a group's instances together, so a failover would leave VIPs behind: list the same "
+        "instances everywhere (group_vars/lvs_directors)"
+    ]
+
+
+@pytest.mark.parametrize(("backup_weight", "warned"), [(60, True), (50, False), (-60, False)])
+def test_positive_script_weights_that_lift_a_backup_above_the_master_are_a_warning(backup_weight, warned):  # 20
+    # dir1 150 MASTER, dir2 100 BACKUP; dir2's script, while it succeeds, adds its weight (keepalived.conf(5)).
+    tracked = [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": [VIP], "track_scripts": ["chk"]}]
+    errors, warnings = findings(
+        both={"vrrp_instances": tracked},
+        dir1={"vrrp_scripts": [{"name": "chk", "script": "/bin/true"}]},
+        dir2={"vrrp_scripts": [{"name": "chk", "script": "/bin/true", "weight": backup_weight}]},
+    )
+    assert errors == []
+    lifted = [w for w in warnings if "takes the VIP while all is well" in w]
+    assert lifted == ([
+        f"dir2: with every track script succeeding, dir2's priority for VRID 51 (IPv4) is {100 + backup_weight} "
+        f"(positive script weights on 100), above the intended master dir1's 150, so dir2 takes the VIP while all is "
+        "well; lower the positive weights or the priority"
+    ] if warned else [])
