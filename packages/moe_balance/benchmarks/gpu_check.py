@@ -6,8 +6,8 @@ network, no Ansible:
     python benchmarks/gpu_check.py --out gpu-check.json             # on a CUDA/ROCm GPU: under 10 minutes in all
     python benchmarks/gpu_check.py --dry-run --out gpu-check.json   # CPU, Triton's interpreter, small shapes
 
-The steps, in order (``STEPS``; written in ``gpu_check_tests.py``, ``gpu_check_router.py``, ``gpu_check_host.py`` and
-``gpu_check_placement.py``):
+The steps, in order (``STEPS``; written in ``gpu_check_tests.py``, ``gpu_check_router.py``, ``gpu_check_host.py``,
+``gpu_check_placement.py`` and ``gpu_check_expert_parallel.py``):
 
 - ``kernel_tests``: the kernel test files under pytest, compiled on a GPU; a file whose imports are missing (e.g.
   hypothesis) is listed in ``files_skipped``; without pytest the step is skipped;
@@ -19,6 +19,8 @@ The steps, in order (``STEPS``; written in ``gpu_check_tests.py``, ``gpu_check_r
 - ``placement``: the Sinkhorn kernel and the replica plan, Triton against torch;
 - ``matching_largest``: the matching kernel at the largest shape one program holds, and one past it refused;
 - ``bf16_ties``: bf16 logits on 4 levels, so rows tie: the kernel must choose the torch path's experts;
+- ``expert_parallel``: with 2 or more GPUs, the expert-parallel layer on NCCL, one process per GPU, against the
+  single-process reference (gloo on 2 CPU ranks in the dry run);
 - ``int32_boundary``: more than 2**31 logits (2048 experts), last, as an illegal address ends the process.
 
 The JSON (``--out``; ``-`` for stdout): ``ok``, ``mode`` (``gpu`` or ``dry-run``), ``versions``, ``limits_s``,
@@ -69,7 +71,8 @@ class Step:
         return self.gpu_timeout_s if mode == "gpu" else self.dry_run_timeout_s
 
 
-# On a GPU the limits add up to TOTAL_TIMEOUT_S: even a run where every step hangs ends within 10 minutes.
+# On a GPU the limits add up to 615 s; the run stops at TOTAL_TIMEOUT_S, so even one where every step hangs ends
+# within 10 minutes.
 STEPS = [
     Step("kernel_tests", "gpu_check_tests:kernel_tests", 120),
     Step("router", "gpu_check_router:router", 45),
@@ -79,6 +82,7 @@ STEPS = [
     Step("placement", "gpu_check_placement:placement", 30),
     Step("matching_largest", "gpu_check_placement:matching_largest", 45),
     Step("bf16_ties", "gpu_check_router:bf16_ties", 30),
+    Step("expert_parallel", "gpu_check_expert_parallel:expert_parallel", 45),
     # Last: an illegal address ends its process. 2**31 fp32 logits are 8 GiB, more than a CPU run should allocate.
     Step("int32_boundary", "gpu_check_router:int32_boundary", 90, dry_run_skip="needs > 8 GiB on a GPU"),
 ]

@@ -21,6 +21,7 @@ STEP_NAMES = [
     "placement",
     "matching_largest",
     "bf16_ties",
+    "expert_parallel",
     "int32_boundary",
 ]
 
@@ -95,6 +96,9 @@ def test_dry_run_records_every_step_ok_under_its_name_with_its_limit(tmp_path):
     assert case["fused_fwd_bwd_ms"] > 0 and case["eager_fwd_bwd_ms"] > 0 and case["fused_fwd_bwd_peak_mib"] is None
     assert {c["router"] for c in result["steps"]["router_at_scale"]["cases"]} == {"softmax_top8", "deepseek_v3"}
     assert all(c["rows_with_different_experts"] == 0 for c in result["steps"]["bf16_ties"]["cases"])
+    expert_parallel = result["steps"]["expert_parallel"]
+    assert (expert_parallel["backend"], expert_parallel["ranks"]) == ("gloo", 2)
+    assert all(case["computed_equals_predicted"] for case in expert_parallel["cases"].values())
     assert set(result["timings_s"]) == {*STEP_NAMES, "total"}
 
 
@@ -153,6 +157,12 @@ def test_without_pytest_the_kernel_tests_are_skipped_not_failed(monkeypatch):
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else find_spec(name, *a))
     assert steps.kernel_tests("dry-run") == {"ok": True, "skipped": "pytest not installed"}
+
+
+def test_with_one_gpu_the_expert_parallel_step_is_skipped_not_failed(monkeypatch):
+    step = load_benchmark("gpu_check_expert_parallel")
+    monkeypatch.setattr(step.torch.cuda, "device_count", lambda: 1)
+    assert step.expert_parallel("gpu") == {"ok": True, "skipped": "1 GPU"}
 
 
 def test_a_kernel_test_file_is_left_out_by_the_third_party_modules_it_cannot_import(tmp_path):
