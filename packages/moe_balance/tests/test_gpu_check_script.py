@@ -80,26 +80,23 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def test_dry_run_records_every_step_ok_under_its_name_with_its_limit(tmp_path):
-    done, result = run_check(BENCHMARKS / "gpu_check.py", tmp_path / "check.json", "--step-timeout-s", "90")
+def test_dry_run_records_each_chosen_step_ok_under_its_name_with_its_limit(tmp_path):
+    # `make gpu-check` runs every step's dry run in make test and fails on any step that is not ok; here the quick
+    # steps, whose records say what the dry run stands in for, are read field by field.
+    chosen = ["cross_device", "expert_parallel", "int32_boundary"]
+    args = [arg for name in chosen for arg in ("--step", name)]
+    done, result = run_check(BENCHMARKS / "gpu_check.py", tmp_path / "check.json", "--step-timeout-s", "90", *args)
     assert done.returncode == 0, done.stdout + done.stderr
     assert result["ok"] is True and result["mode"] == "dry-run" and result["failed"] == []
-    assert list(result["steps"]) == STEP_NAMES
-    failed = {name: step for name, step in result["steps"].items() if step["ok"] is not True}
-    assert failed == {}
-    ran = {name: step for name, step in result["steps"].items() if name != "int32_boundary"}
-    assert all(step["timeout_s"] <= 90 and step["wall_s"] < 90 for step in ran.values())
+    assert list(result["steps"]) == [name for name in STEP_NAMES if name in chosen]
+    assert all(step["ok"] is True for step in result["steps"].values())
+    assert result["steps"]["expert_parallel"]["timeout_s"] <= 90 and result["steps"]["expert_parallel"]["wall_s"] < 90
     assert result["steps"]["int32_boundary"]["skipped"] == "needs > 8 GiB on a GPU"
     assert result["steps"]["cross_device"]["skipped"].endswith("GPU(s), dry run")
-    assert result["steps"]["cold_compile"]["compiled"] is False
-    case = result["steps"]["router_at_scale"]["cases"][0]
-    assert case["fused_fwd_bwd_ms"] > 0 and case["eager_fwd_bwd_ms"] > 0 and case["fused_fwd_bwd_peak_mib"] is None
-    assert {c["router"] for c in result["steps"]["router_at_scale"]["cases"]} == {"softmax_top8", "deepseek_v3"}
-    assert all(c["rows_with_different_experts"] == 0 for c in result["steps"]["bf16_ties"]["cases"])
     expert_parallel = result["steps"]["expert_parallel"]
     assert (expert_parallel["backend"], expert_parallel["ranks"]) == ("gloo", 2)
     assert all(case["computed_equals_predicted"] for case in expert_parallel["cases"].values())
-    assert set(result["timings_s"]) == {*STEP_NAMES, "total"}
+    assert set(result["timings_s"]) == {*chosen, "total"}
 
 
 @pytest.fixture(scope="module")
