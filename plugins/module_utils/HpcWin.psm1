@@ -141,6 +141,24 @@ Function Rename-HpcPrimaryTeamNic {
     }
 }
 
+Function Remove-HpcVMSwitch {
+    # Removes a Hyper-V switch only when no virtual machine is connected to it (Get-VMNetworkAdapter -VMName *):
+    # Remove-VMSwitch -Force removes it without asking, and the VMs' adapters lose their network.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $Name
+    )
+
+    $attached = @(Get-VMNetworkAdapter -VMName * -ErrorAction Stop | Where-Object { $_.SwitchName -eq $Name })
+    if ($attached.Count -gt 0) {
+        $vms = @($attached | ForEach-Object { $_.VMName } | Sort-Object -Unique) -join ', '
+        throw ('virtual machines {0} are connected to switch {1}: connect them to another switch first' -f $vms, $Name)
+    }
+    if ($PSCmdlet.ShouldProcess($Name, 'remove the Hyper-V switch')) {
+        Remove-VMSwitch -Name $Name -Force -Confirm:$false -ErrorAction Stop
+    }
+}
+
 Function Initialize-HpcRollbackFolder {
     # The folder of the rollback script, which runs as SYSTEM: SYSTEM and Administrators only, inheritance off.
     # %ProgramData% lets an ordinary user create a folder, which the user then owns: a folder found there must be
@@ -261,7 +279,7 @@ Function Unregister-HpcRollback {
 $exportMembers = @{
     Function = @(
         'ConvertTo-Record', 'Test-Command', 'Get-Record', 'Invoke-ChangeList', 'Wait-HpcNetAdapter',
-        'Clear-HpcIPv4Address', 'Rename-HpcPrimaryTeamNic', 'Initialize-HpcRollbackFolder', 'Register-HpcRollback',
+        'Clear-HpcIPv4Address', 'Rename-HpcPrimaryTeamNic', 'Remove-HpcVMSwitch', 'Initialize-HpcRollbackFolder', 'Register-HpcRollback',
         'Unregister-HpcRollback'
     )
 }

@@ -30,6 +30,7 @@ STATE_CHANGING_VERBS = frozenset(
         "Rename",
         "Reset",
         "Restart",
+        "Restore",
         "Set",
         "Start",
         "Stop",
@@ -153,7 +154,63 @@ def _ip(change: dict) -> list[dict]:
             cmdlet("Set-NetIPInterface", InterfaceAlias=alias, AddressFamily="IPv4", Dhcp="Enabled"),
             cmdlet("Set-DnsClientServerAddress", InterfaceAlias=alias, ResetServerAddresses=True),
         ]
+    if action == "set_ip_options":
+        return _ip_options(change)
+    if action == "restore_ip":
+        # Rollback only (the function is defined in the rollback script, _winrollback): it compares first.
+        return [
+            cmdlet(
+                "Restore-HpcIPConfiguration",
+                InterfaceAlias=alias,
+                Dhcp=bool(change.get("dhcp")),
+                # Both families in one list each: the function tells IPv6 by its ':'.
+                Address=[*(change.get("addresses") or []), *(change.get("ipv6_addresses") or [])],
+                Gateway=[gateway for gateway in (change.get("gateway"), change.get("ipv6_gateway")) if gateway],
+                DnsServer=[*(change.get("dns_servers") or []), *(change.get("ipv6_dns_servers") or [])],
+            )
+        ]
     return []
+
+
+def _ip_options(change: dict) -> list[dict]:
+    """Route metric (Set-NetIPInterface -InterfaceMetric; -AutomaticMetric Enabled for None), SkipAsSource
+    (Set-NetIPAddress -SkipAsSource) and DNS registration (Set-DnsClient -RegisterThisConnectionsAddress), each
+    only where the change names it (learn.microsoft.com/powershell/module/nettcpip/set-netipinterface,
+    .../nettcpip/set-netipaddress, .../dnsclient/set-dnsclient)."""
+    alias = change["interface"]
+    steps = []
+    if "interface_metric" in change:
+        metric = change["interface_metric"]
+        if metric is None:
+            steps.append(
+                cmdlet("Set-NetIPInterface", InterfaceAlias=alias, AddressFamily="IPv4", AutomaticMetric="Enabled")
+            )
+        else:
+            steps.append(
+                cmdlet(
+                    "Set-NetIPInterface",
+                    InterfaceAlias=alias,
+                    AddressFamily="IPv4",
+                    AutomaticMetric="Disabled",
+                    InterfaceMetric=int(metric),
+                )
+            )
+    if "skip_as_source" in change:
+        steps.append(
+            cmdlet(
+                "Set-NetIPAddress",
+                InterfaceAlias=alias,
+                IPAddress=change["address"],
+                SkipAsSource=bool(change["skip_as_source"]),
+            )
+        )
+    if "register_in_dns" in change:
+        steps.append(
+            cmdlet(
+                "Set-DnsClient", InterfaceAlias=alias, RegisterThisConnectionsAddress=bool(change["register_in_dns"])
+            )
+        )
+    return steps
 
 
 def _hyperv(change: dict) -> list[dict]:
@@ -180,7 +237,8 @@ def _hyperv(change: dict) -> list[dict]:
     if action == "set_vm_switch":
         return [cmdlet("Set-VMSwitch", Name=change["switch"], AllowManagementOS=bool(change["allow_management_os"]))]
     if action == "remove_set_switch":
-        return [cmdlet("Remove-VMSwitch", Name=change["switch"], Force=True)]
+        # Refuses when a virtual machine is connected to the switch (HpcWin.psm1); Remove-VMSwitch -Force would not.
+        return [cmdlet("Remove-HpcVMSwitch", Name=change["switch"])]
     if action == "add_host_vnic":
         return [cmdlet("Add-VMNetworkAdapter", ManagementOS=True, SwitchName=change["switch"], Name=change["vnic"])]
     if action == "set_host_vnic_vlan":
@@ -283,11 +341,13 @@ TEAM_COMMANDS = (
     "Remove-NetLbfoTeam",
     "Remove-NetLbfoTeamMember",
     "Remove-NetLbfoTeamNic",
-    "Remove-VMSwitch",
+    "Remove-HpcVMSwitch",
     "Rename-HpcPrimaryTeamNic",
     "Rename-NetAdapter",
     "Rename-NetLbfoTeam",
+    "Set-DnsClient",
     "Set-DnsClientServerAddress",
+    "Set-NetIPAddress",
     "Set-NetIPInterface",
     "Set-NetLbfoTeam",
     "Set-NetLbfoTeamMember",
@@ -298,6 +358,10 @@ TEAM_COMMANDS = (
     "Unregister-HpcRollback",
     "Wait-HpcNetAdapter",
 )
+
+
+# Functions only the rollback script defines and runs (_winrollback), never sent to an apply module.
+ROLLBACK_ONLY_COMMANDS = ("Restore-HpcIPConfiguration",)
 
 
 # ---------------------------------------------------------------------------------------------------- as text

@@ -8,7 +8,8 @@ controller has reconnected after the change, it unregisters the task (Unregister
 never comes back, the task restores the recorded team and IP configuration and then unregisters itself.
 
 The steps are ordinary planned changes: the planner's own change list from the modelled state after the change back
-to the recorded one, followed by the recorded IPv4 configuration of every interface the change altered.
+to the recorded one (a SET switch with its host vNICs, their access VLAN and RDMA), followed by the recorded IP
+configuration, both families, of every interface the change altered.
 """
 
 from __future__ import annotations
@@ -33,28 +34,36 @@ ROLLBACK_MAY_HAVE_FIRED = "the rollback may have fired"
 
 
 def ip_restore_steps(recorded: HostState, restored: HostState) -> list[dict]:
-    """set_ip / set_ip_dhcp for each recorded interface whose IPv4 configuration the change left different."""
+    """wait_adapter + restore_ip for each recorded interface whose IP configuration (either family) the change left
+    different once the team steps have run: only interfaces the change altered, never one it left alone.
+
+    Restore-HpcIPConfiguration compares again on the host when it runs and changes nothing on an interface that
+    already has the recorded configuration: after a change that failed half-way, a NIC the change never reached is
+    not re-addressed."""
     steps = []
     for name, config in sorted(recorded.ip_configs.items()):
         now = restored.ip_configs.get(name)
         if name not in restored.adapters or (now is not None and now.settings == config.settings):
             continue
         steps.append({"action": "wait_adapter", "interface": name})
-        steps += _ip_step(config)
+        steps.append(restore_ip_step(config))
     return steps
 
 
-def _ip_step(config: IpConfig) -> list[dict]:
-    static = config.static_addresses
-    if config.dhcp or not static:
-        return [{"action": "set_ip_dhcp", "interface": config.interface}]
-    address, prefix = static[0]
-    step = {"action": "set_ip", "interface": config.interface, "address": address, "prefix_length": prefix}
-    if config.gateway:
-        step["gateway"] = config.gateway
-    if config.dns_servers:
+def restore_ip_step(config: IpConfig) -> dict:
+    """Every static address of both families with its prefix, the default gateways (0.0.0.0/0, ::/0) and the DNS
+    servers of one recorded interface (IPv4 by DHCP when it was). Addresses as 'address/prefix'."""
+    step: dict = {"action": "restore_ip", "interface": config.interface, "dhcp": config.dhcp}
+    if not config.dhcp:
+        step["addresses"] = [f"{address}/{prefix}" for address, prefix in config.static_addresses]
+        if config.gateway:
+            step["gateway"] = config.gateway
         step["dns_servers"] = list(config.dns_servers)
-    return [step]
+    step["ipv6_addresses"] = [f"{address}/{prefix}" for address, prefix in config.static_ipv6_addresses]
+    if config.ipv6_gateway:
+        step["ipv6_gateway"] = config.ipv6_gateway
+    step["ipv6_dns_servers"] = list(config.ipv6_dns_servers)
+    return step
 
 
 def rollback_steps(
@@ -70,7 +79,7 @@ def rollback_steps(
 
 
 _HEADER = r"""# Rollback armed by hpc.balance win_nic_team_apply for {task}.
-# It restores the team and IPv4 configuration recorded before the change, then unregisters its own task.
+# It restores the team and IP configuration recorded before the change, then unregisters its own task.
 # The controller unregisters the task first when it reconnects in time; then this never runs.
 # Every command that changes state carries -Confirm:$false and -ErrorAction Stop: the preferences below do not reach
 # the functions of the NetLbfo, NetTCPIP, DnsClient and ScheduledTasks modules, which read their own module's.
@@ -159,7 +168,172 @@ Function Clear-HpcIPv4Address {{
     }}
 }}
 
-Write-RollbackLog -Message {start}
+"""
+
+# Functions of the rollback script only (no format fields): the IP restore, and the switch removal of HpcWin.psm1.
+_RESTORE_FUNCTIONS = r"""
+Function Remove-HpcVMSwitch {
+    # As in HpcWin.psm1: only when no virtual machine is connected to the switch.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $Name
+    )
+
+    $attached = @(Get-VMNetworkAdapter -VMName * -ErrorAction Stop | Where-Object { $_.SwitchName -eq $Name })
+    if ($attached.Count -gt 0) {
+        $vms = @($attached | ForEach-Object { $_.VMName } | Sort-Object -Unique) -join ', '
+        throw ('virtual machines {0} are connected to switch {1}' -f $vms, $Name)
+    }
+    if ($PSCmdlet.ShouldProcess($Name, 'remove the Hyper-V switch')) {
+        Remove-VMSwitch -Name $Name -Force -Confirm:$false -ErrorAction Stop
+    }
+}
+
+Function Clear-HpcIPv6Address {
+    # The IPv6 default route and the manual (static) IPv6 addresses; link-local and autoconfigured ones stay.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $InterfaceAlias
+    )
+
+    if ($PSCmdlet.ShouldProcess($InterfaceAlias, 'remove the IPv6 default route and static addresses')) {
+        $routes = @(Get-NetRoute -InterfaceAlias $InterfaceAlias -DestinationPrefix '::/0' -ErrorAction Ignore)
+        foreach ($route in $routes) {
+            $route | Remove-NetRoute -Confirm:$false -ErrorAction Stop
+        }
+        $manual = @{ InterfaceAlias = $InterfaceAlias; AddressFamily = 'IPv6'; ErrorAction = 'Ignore' }
+        $found = Get-NetIPAddress @manual -PrefixOrigin Manual
+        foreach ($address in @($found)) {
+            $address | Remove-NetIPAddress -Confirm:$false -ErrorAction Stop
+        }
+    }
+}
+
+Function Get-HpcIPFamilyState {
+    # One family's configuration as text to compare: DHCP, static addresses ('address/prefix', sorted), the
+    # default gateway and the DNS servers (in their order).
+    param(
+        [Parameter(Mandatory = $true)] [string] $InterfaceAlias,
+        [Parameter(Mandatory = $true)] [ValidateSet('IPv4', 'IPv6')] [string] $AddressFamily
+    )
+
+    $default = if ($AddressFamily -eq 'IPv4') { '0.0.0.0/0' } else { '::/0' }
+    $family = @{ InterfaceAlias = $InterfaceAlias; AddressFamily = $AddressFamily; ErrorAction = 'Ignore' }
+    $addresses = @(
+        Get-NetIPAddress @family -PrefixOrigin Manual | ForEach-Object { '{0}/{1}' -f $_.IPAddress, $_.PrefixLength }
+    )
+    $gateways = @(Get-NetRoute -InterfaceAlias $InterfaceAlias -DestinationPrefix $default -ErrorAction Ignore)
+    $dns = Get-DnsClientServerAddress @family
+    @{
+        Dhcp = [string](Get-NetIPInterface @family).Dhcp
+        Addresses = (@($addresses | Sort-Object) -join ',')
+        Gateway = (@($gateways | ForEach-Object { $_.NextHop }) | Select-Object -First 1)
+        Dns = (@($dns | ForEach-Object { $_.ServerAddresses }) -join ',')
+    }
+}
+
+Function Add-HpcIPAddress {
+    # The recorded static addresses ('address/prefix'), then the default gateway as a route.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $InterfaceAlias,
+        [Parameter(Mandatory = $true)] [ValidateSet('IPv4', 'IPv6')] [string] $AddressFamily,
+        [string[]] $Address = @(),
+        [string] $Gateway = ''
+    )
+
+    if ($PSCmdlet.ShouldProcess($InterfaceAlias, "add the recorded $AddressFamily addresses")) {
+        foreach ($entry in $Address) {
+            $ip, $prefix = $entry -split '/'
+            $new = @{
+                InterfaceAlias = $InterfaceAlias
+                AddressFamily = $AddressFamily
+                IPAddress = $ip
+                PrefixLength = [int]$prefix
+            }
+            New-NetIPAddress @new -Confirm:$false -ErrorAction Stop | Out-Null
+        }
+        if ($Gateway) {
+            $default = if ($AddressFamily -eq 'IPv4') { '0.0.0.0/0' } else { '::/0' }
+            $route = @{ InterfaceAlias = $InterfaceAlias; DestinationPrefix = $default; NextHop = $Gateway }
+            New-NetRoute @route -Confirm:$false -ErrorAction Stop | Out-Null
+        }
+    }
+}
+
+Function Restore-HpcIPConfiguration {
+    # The recorded IP configuration of one interface, both families (an address, gateway or DNS server with a ':' is
+    # IPv6). It reads the interface first and changes only the family that differs: after a change that stopped
+    # half-way, an interface it never reached stays untouched.
+    [CmdletBinding(SupportsShouldProcess = $true)]
+    param(
+        [Parameter(Mandatory = $true)] [string] $InterfaceAlias,
+        [bool] $Dhcp = $false,
+        [string[]] $Address = @(),
+        [string[]] $Gateway = @(),
+        [string[]] $DnsServer = @()
+    )
+
+    $wanted = @{}
+    foreach ($family in @('IPv4', 'IPv6')) {
+        $isSix = $family -eq 'IPv6'
+        $pick = { param($list) @($list | Where-Object { ($_ -like '*:*') -eq $isSix }) }
+        $wanted[$family] = @{
+            Addresses = (@(& $pick $Address | Sort-Object) -join ',')
+            Gateway = [string](@(& $pick $Gateway) | Select-Object -First 1)
+            Dns = (@(& $pick $DnsServer) -join ',')
+            AddressList = @(& $pick $Address)
+        }
+    }
+    $now = @{
+        IPv4 = Get-HpcIPFamilyState -InterfaceAlias $InterfaceAlias -AddressFamily IPv4
+        IPv6 = Get-HpcIPFamilyState -InterfaceAlias $InterfaceAlias -AddressFamily IPv6
+    }
+    $same = @{}
+    foreach ($family in @('IPv4', 'IPv6')) {
+        $same[$family] = $now[$family].Addresses -eq $wanted[$family].Addresses -and
+            [string]$now[$family].Gateway -eq $wanted[$family].Gateway
+    }
+    if ($Dhcp) {
+        $same['IPv4'] = $now['IPv4'].Dhcp -eq 'Enabled'
+    }
+    elseif ($now['IPv4'].Dhcp -eq 'Enabled') {
+        $same['IPv4'] = $false
+    }
+    $sameDns = $now['IPv6'].Dns -eq $wanted['IPv6'].Dns -and ($Dhcp -or $now['IPv4'].Dns -eq $wanted['IPv4'].Dns)
+    if ($same['IPv4'] -and $same['IPv6'] -and $sameDns) {
+        Write-RollbackLog -Message ('unchanged, left alone: {0}' -f $InterfaceAlias)
+        return
+    }
+    if (-not $PSCmdlet.ShouldProcess($InterfaceAlias, 'restore the recorded IP configuration')) {
+        return
+    }
+    if (-not $same['IPv4']) {
+        Clear-HpcIPv4Address -InterfaceAlias $InterfaceAlias -Confirm:$false -ErrorAction Stop
+        $dhcpState = if ($Dhcp) { 'Enabled' } else { 'Disabled' }
+        $interface = @{ InterfaceAlias = $InterfaceAlias; AddressFamily = 'IPv4'; Dhcp = $dhcpState }
+        Set-NetIPInterface @interface -Confirm:$false -ErrorAction Stop
+        if (-not $Dhcp) {
+            $add = @{ InterfaceAlias = $InterfaceAlias; AddressFamily = 'IPv4'; Address = $wanted['IPv4'].AddressList }
+            Add-HpcIPAddress @add -Gateway $wanted['IPv4'].Gateway -Confirm:$false -ErrorAction Stop
+        }
+    }
+    if (-not $same['IPv6']) {
+        Clear-HpcIPv6Address -InterfaceAlias $InterfaceAlias -Confirm:$false -ErrorAction Stop
+        $add = @{ InterfaceAlias = $InterfaceAlias; AddressFamily = 'IPv6'; Address = $wanted['IPv6'].AddressList }
+        Add-HpcIPAddress @add -Gateway $wanted['IPv6'].Gateway -Confirm:$false -ErrorAction Stop
+    }
+    if (-not $sameDns) {
+        if ($DnsServer.Count -gt 0) {
+            $dns = @{ InterfaceAlias = $InterfaceAlias; ServerAddresses = $DnsServer }
+            Set-DnsClientServerAddress @dns -Confirm:$false -ErrorAction Stop
+        }
+        else {
+            $dns = @{ InterfaceAlias = $InterfaceAlias; ResetServerAddresses = $true }
+            Set-DnsClientServerAddress @dns -Confirm:$false -ErrorAction Stop
+        }
+    }
+}
 """
 
 _FOOTER = r"""Invoke-RollbackStep -Description 'unregister the rollback task' -Step {{
@@ -175,8 +349,9 @@ def render_rollback_script(task_name: str, steps: list[dict]) -> str:
         _HEADER.format(
             task=task_name.replace("\n", " "),
             log=ps_literal(LOG_PATH),
-            start=ps_literal(f"rollback of {task_name} started: {len(steps)} step(s)"),
-        )
+        ),
+        _RESTORE_FUNCTIONS,
+        "Write-RollbackLog -Message {}".format(ps_literal(f"rollback of {task_name} started: {len(steps)} step(s)")),
     ]
     for step in steps:
         description = " ".join(str(v) for k, v in step.items() if k in ("action", "team", "switch", "interface"))

@@ -32,7 +32,11 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired impor
     member_static_ip,
     rename_change,
 )
-from ansible_collections.hpc.balance.plugins.module_utils._winteam_findings import preflight
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_findings import (
+    preflight,
+    second_gateway_findings,
+    switch_removal_findings,
+)
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_safety import (
     management_findings,
     recorded_desired,
@@ -207,6 +211,28 @@ def _ip_changes(desired: TeamDesired, before: HostState, state: HostState) -> li
     return [change]
 
 
+def _ip_option_changes(desired: TeamDesired, state: HostState) -> list[dict]:
+    """Route metric, SkipAsSource and DNS registration of the primary team NIC where the task names them and the
+    host (as the earlier changes leave it) differs."""
+    wanted = desired.team_nic_ip
+    primary = state.primary_team_nic(desired.name)
+    if wanted is None or primary is None:
+        return []
+    config = state.ip_configs.get(primary.name)
+    if config is None:
+        return []
+    change: dict = {}
+    if wanted.interface_metric is not None and config.interface_metric != wanted.interface_metric:
+        change["interface_metric"] = wanted.interface_metric
+    if wanted.skip_as_source is not None and config.static_addresses:
+        address = config.static_addresses[0][0]
+        if (address in config.skip_as_source) != wanted.skip_as_source:
+            change.update(address=address, skip_as_source=wanted.skip_as_source)
+    if wanted.register_in_dns is not None and config.register_in_dns != wanted.register_in_dns:
+        change["register_in_dns"] = wanted.register_in_dns
+    return [dict({"action": "set_ip_options", "interface": primary.name}, **change)] if change else []
+
+
 def _lbfo_changes(desired: TeamDesired, state: HostState) -> list[dict]:
     rename = rename_change(desired, state)
     changes = [rename] if rename else []
@@ -223,7 +249,8 @@ def _lbfo_changes(desired: TeamDesired, state: HostState) -> list[dict]:
         more = step(desired, current)
         changes += more
         current = model.apply(current, more)
-    return changes + _ip_changes(desired, state, current)
+    changes += _ip_changes(desired, state, current)
+    return changes + _ip_option_changes(desired, model.apply(state, changes))
 
 
 def _set_changes(desired: TeamDesired, state: HostState) -> list[dict]:
@@ -301,8 +328,11 @@ def plan(desired: TeamDesired, state: HostState) -> Plan:
     if refusals(findings):
         return Plan(findings, [])
     changes = plan_changes(desired, state)
+    findings = findings + switch_removal_findings(state, changes)
+    if refusals(findings):
+        return Plan(findings, [])
     gate = management_findings(desired, state, changes)
-    findings = findings + gate
+    findings = findings + second_gateway_findings(desired, state, changes) + gate
     if refusals(findings):
         return Plan(findings, [])
     if gate:
@@ -374,6 +404,9 @@ def _lbfo_verdict(desired: TeamDesired, state: HostState) -> Verdict:
         )
     if not_active:
         return Verdict(False, f"team '{desired.name}' is Up but {detail}", team.status, members)
+    wrong = _lbfo_configuration_mismatches(desired, state)
+    if wrong:
+        return Verdict(False, "team '{}' is Up but {}".format(desired.name, "; ".join(wrong)), team.status, members)
     return Verdict(
         True,
         "team '{}' is Up: {}".format(
@@ -383,6 +416,62 @@ def _lbfo_verdict(desired: TeamDesired, state: HostState) -> Verdict:
         team.status,
         members,
     )
+
+
+def _lbfo_configuration_mismatches(desired: TeamDesired, state: HostState) -> list[str]:
+    """What the host shows that the task did not ask for: the primary team NIC's VLAN and name, the VLAN team NICs,
+    the team NIC's IPv4 address, gateway and DNS servers (static) or DHCP. Up members alone do not make it right."""
+    primary = state.primary_team_nic(desired.name)
+    if primary is None:
+        return [f"team '{desired.name}' has no primary team NIC"]
+    wrong = []
+    if desired.vlan_id is not None and primary.vlan_id != desired.vlan_id:
+        wrong.append(
+            f"team NIC '{primary.name}' is on VLAN {primary.vlan_id or 'untagged'}, "
+            f"expected {desired.vlan_id or 'untagged'}"
+        )
+    if desired.team_nic_name and primary.name != desired.team_nic_name:
+        wrong.append(f"the primary team NIC is named '{primary.name}', expected '{desired.team_nic_name}'")
+    if desired.vlan_team_nics is not None:
+        present = sorted(nic.vlan_id for nic in state.team_nics if nic.team == desired.name and not nic.primary)
+        expected = sorted(vlan for vlan, _name in desired.vlan_team_nics)
+        if present != expected:
+            wrong.append(f"VLAN team NICs on VLANs {present}, expected {expected}")
+    wanted = desired.team_nic_ip
+    config = state.ip_configs.get(primary.name)
+    if wanted is not None and wanted.source == "dhcp" and not (config and config.dhcp):
+        wrong.append(f"team NIC '{primary.name}' does not use DHCP")
+    if wanted is not None and wanted.source == "static":
+        have = config.static_addresses if config else ()
+        if (wanted.address, wanted.prefix_length) not in have:
+            addresses = ", ".join(f"{a}/{p}" for a, p in have) or "no static address"
+            wrong.append(f"team NIC '{primary.name}' has {addresses}, expected {wanted.address}/{wanted.prefix_length}")
+        if wanted.gateway and (config is None or config.gateway != wanted.gateway):
+            wrong.append(
+                f"team NIC '{primary.name}' has gateway {config.gateway if config else None}, expected {wanted.gateway}"
+            )
+        if wanted.dns_servers and (config is None or tuple(config.dns_servers) != tuple(wanted.dns_servers)):
+            wrong.append(f"team NIC '{primary.name}' has DNS servers {list(config.dns_servers) if config else []}")
+    return wrong
+
+
+def _set_configuration_mismatches(desired: TeamDesired, state: HostState) -> list[str]:
+    """Each host vNIC the task names: present on the switch, its access VLAN, its RDMA where asked."""
+    current = {vnic.name: vnic for vnic in state.host_vnics if vnic.switch_name == desired.name}
+    wrong = []
+    for vnic in desired.host_vnics:
+        found = current.get(vnic.name)
+        if found is None:
+            wrong.append(f"host vNIC '{vnic.name}' not found")
+            continue
+        if found.vlan_id != vnic.vlan_id:
+            wrong.append(
+                f"host vNIC '{vnic.name}' is on VLAN {found.vlan_id or 'untagged'}, "
+                f"expected {vnic.vlan_id or 'untagged'}"
+            )
+        if vnic.rdma is not None and bool(state.rdma_enabled.get(found.adapter_name)) != vnic.rdma:
+            wrong.append(f"host vNIC '{vnic.name}' has RDMA {'off' if vnic.rdma else 'on'}")
+    return wrong
 
 
 def _set_verdict(desired: TeamDesired, state: HostState) -> Verdict:
@@ -412,6 +501,9 @@ def _set_verdict(desired: TeamDesired, state: HostState) -> Verdict:
         )
     if down:
         return Verdict(False, "SET switch '{}': {}".format(desired.name, "; ".join(down)), "Degraded", members)
+    wrong = _set_configuration_mismatches(desired, state)
+    if wrong:
+        return Verdict(False, "SET switch '{}' is Up but {}".format(desired.name, "; ".join(wrong)), "Up", members)
     return Verdict(True, f"SET switch '{desired.name}' is Up: {_names(names)}", "Up", members)
 
 

@@ -34,13 +34,21 @@ DEFAULT_ROLLBACK_TIMEOUT_S = 300
 # ---------------------------------------------------------------------------------------------------- desired state
 @dataclass(frozen=True)
 class TeamNicIp:
-    """IPv4 configuration wanted on the primary team NIC: static, DHCP, or the static one a member carries now."""
+    """IPv4 configuration wanted on the primary team NIC: static, DHCP, or the static one a member carries now.
+
+    The options keep a storage team NIC out of the host's own traffic: ``interface_metric`` (Set-NetIPInterface
+    -InterfaceMetric; None leaves the metric as it is), ``skip_as_source`` (Set-NetIPAddress -SkipAsSource, static
+    addresses only) and ``register_in_dns`` (Set-DnsClient -RegisterThisConnectionsAddress); None leaves each alone.
+    """
 
     source: str
     address: str | None = None
     prefix_length: int | None = None
     gateway: str | None = None
     dns_servers: tuple = ()
+    interface_metric: int | None = None
+    skip_as_source: bool | None = None
+    register_in_dns: bool | None = None
 
     @classmethod
     def from_args(cls, args: dict | None) -> TeamNicIp | None:
@@ -58,7 +66,23 @@ class TeamNicIp:
                 raise ValueError(f"team_nic_ip address {address}/{prefix} is not an IPv4 address: {error}") from error
         elif address or prefix is not None:
             raise ValueError(f"team_nic_ip with source {source} takes no address: drop address and prefix_length")
-        return cls(source, address, prefix, args.get("gateway") or None, tuple(args.get("dns_servers") or ()))
+        metric = int_or_none(args.get("interface_metric"))
+        if metric is not None and not 1 <= metric <= 9999:
+            raise ValueError(f"team_nic_ip.interface_metric is {metric}: use 1-9999 (lower is preferred)")
+        skip = args.get("skip_as_source")
+        if skip is not None and source == "dhcp":
+            raise ValueError("team_nic_ip.skip_as_source applies to a static address: drop it with source dhcp")
+        register = args.get("register_in_dns")
+        return cls(
+            source,
+            address,
+            prefix,
+            args.get("gateway") or None,
+            tuple(args.get("dns_servers") or ()),
+            metric,
+            None if skip is None else bool(skip),
+            None if register is None else bool(register),
+        )
 
 
 @dataclass(frozen=True)
@@ -92,6 +116,7 @@ class TeamDesired:
     allow_management_os: bool | None = None  # None: leave an existing switch as it is; a new one gets False
     host_vnics: tuple = ()
     allow_management_change: bool = False
+    allow_second_default_gateway: bool = False
     rollback_timeout_s: int = DEFAULT_ROLLBACK_TIMEOUT_S
     management_addresses: tuple = ()  # set by the action plugin: ansible_host when it is an address
     management_ports: tuple = ()  # set by the action plugin: the port its connection reaches the host on
@@ -161,6 +186,7 @@ class TeamDesired:
             allow_management_os=allow_management_os,
             host_vnics=host_vnics,
             allow_management_change=bool(args.get("allow_management_change")),
+            allow_second_default_gateway=bool(args.get("allow_second_default_gateway")),
             rollback_timeout_s=rollback_timeout_s,
             management_addresses=tuple(args.get("management_addresses") or ()),
         )

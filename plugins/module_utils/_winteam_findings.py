@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import ntpath
 
+from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
 from ansible_collections.hpc.balance.plugins.module_utils._units import format_bits_per_second
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import INFO, REFUSE, WARN, Finding
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import quoted_names as _names
@@ -410,3 +411,95 @@ def preflight(desired: TeamDesired, state: HostState) -> list[Finding]:
     findings += _check_team_nic_ip(desired, state)
     findings += _check_rdma_on_lbfo(desired, state)
     return findings
+
+
+def switch_removal_findings(state: HostState, changes: list[dict]) -> list[Finding]:
+    """Refuse removing a Hyper-V switch that virtual machines are connected to, or when that is unknown.
+
+    Remove-VMSwitch -Force "forces the command to run without asking for user confirmation"
+    (learn.microsoft.com/powershell/module/hyper-v/remove-vmswitch): the VMs' adapters lose their network. The
+    gather lists the VMs' adapters with Get-VMNetworkAdapter -VMName * (learn.microsoft.com/powershell/module/
+    hyper-v/get-vmnetworkadapter), whose SwitchName says where each is connected.
+    """
+    findings = []
+    for change in changes:
+        if change["action"] != "remove_set_switch":
+            continue
+        switch = change["switch"]
+        if not state.vm_adapters_gathered:
+            findings.append(
+                Finding(
+                    REFUSE,
+                    "vms_unknown",
+                    f"the gather did not list the virtual machines' network adapters, so it is unknown whether VMs are "
+                    f"connected to switch '{switch}': update the collection on the controller "
+                    "(win_nic_team_gather reports them)",
+                )
+            )
+            continue
+        vms = state.vms_on_switch(switch)
+        if vms:
+            findings.append(
+                Finding(
+                    REFUSE,
+                    "vms_on_switch",
+                    f"virtual machines {_names(vms)} are connected to switch '{switch}': removing it would cut them "
+                    "off. Connect them to another switch (Connect-VMNetworkAdapter -SwitchName) or stop and remove "
+                    "them first, then run again",
+                )
+            )
+    return findings
+
+
+def _gateway_interfaces(state: HostState) -> list[str]:
+    return sorted(name for name, config in state.ip_configs.items() if config.gateway)
+
+
+def second_gateway_findings(desired: TeamDesired, state: HostState, changes: list[dict]) -> list[Finding]:
+    """Refuse (or, with allow_second_default_gateway, warn) a plan that adds an IPv4 default gateway while another
+    interface has one.
+
+    With automatic metrics the faster interface gets the lower interface metric (learn.microsoft.com/troubleshoot/
+    windows-server/networking/automatic-metric-for-ipv4-routes: the metric is chosen by link speed), so the default
+    route, and with it DNS, domain controllers and every new outbound connection, moves to the storage team. The
+    team NIC also registers its address in DNS unless told not to (Set-DnsClient -RegisterThisConnectionsAddress,
+    learn.microsoft.com/powershell/module/dnsclient/set-dnsclient). Offered: a route metric (Set-NetIPInterface
+    -InterfaceMetric), SkipAsSource (Set-NetIPAddress, learn.microsoft.com/powershell/module/nettcpip/
+    set-netipaddress) and DNS registration off.
+    """
+    if not changes:
+        return []
+    before = _gateway_interfaces(state)
+    after_state = model.apply(state, changes)
+    after = _gateway_interfaces(after_state)
+    added = sorted(set(after) - set(before))
+    if not added or len(after) <= len(before) or len(after) < 2:
+        return []
+    others = [name for name in after if name not in added]
+    wanted = desired.team_nic_ip
+    metric = wanted.interface_metric if wanted else None
+    where = ", ".join(f"'{name}' ({after_state.ip_configs[name].gateway})" for name in others)
+    message = (
+        f"the plan adds a default gateway on '{added[0]}' ({after_state.ip_configs[added[0]].gateway}) while {where} "
+        f"already has one: "
+    )
+    if metric is None:
+        message += (
+            "with automatic metrics the faster team gets the lower metric, and DNS, the domain and new outbound "
+            "traffic leave through it. "
+        )
+    else:
+        message += f"route metric {metric} is set on it. "
+    message += (
+        "Drop team_nic_ip.gateway (storage needs none), or set team_nic_ip.interface_metric above the other "
+        "interface's, team_nic_ip.skip_as_source: true and team_nic_ip.register_in_dns: false"
+    )
+    if desired.allow_second_default_gateway:
+        return [Finding(WARN, "second_default_gateway", message)]
+    return [
+        Finding(
+            REFUSE,
+            "second_default_gateway",
+            message + ", and set allow_second_default_gateway: true (win_nic_team_allow_second_default_gateway)",
+        )
+    ]

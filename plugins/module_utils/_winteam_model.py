@@ -329,20 +329,81 @@ def _interface(state: HostState, name: str) -> None:
 
 
 def _set_ip(state: HostState, change: dict) -> HostState:
+    """Clear-HpcIPv4Address + New-NetIPAddress: the IPv4 part only; IPv6 and the interface's options stay."""
     _interface(state, change["interface"])
-    config = IpConfig(
-        interface=change["interface"],
+    base = state.ip_configs.get(change["interface"]) or IpConfig(change["interface"])
+    config = replace(
+        base,
         addresses=((change["address"], int(change["prefix_length"]), "Manual"),),
         dhcp=False,
         gateway=change.get("gateway"),
         dns_servers=tuple(change.get("dns_servers") or ()),
+        skip_as_source=(),
     )
     return replace(state, ip_configs={**state.ip_configs, change["interface"]: config})
 
 
 def _set_ip_dhcp(state: HostState, change: dict) -> HostState:
     _interface(state, change["interface"])
-    return replace(state, ip_configs=_dhcp(state, [change["interface"]]))
+    base = state.ip_configs.get(change["interface"]) or IpConfig(change["interface"])
+    config = replace(base, addresses=(), dhcp=True, gateway=None, dns_servers=(), skip_as_source=())
+    return replace(state, ip_configs={**state.ip_configs, change["interface"]: config})
+
+
+def _set_ip_options(state: HostState, change: dict) -> HostState:
+    """Set-NetIPInterface -InterfaceMetric, Set-NetIPAddress -SkipAsSource, Set-DnsClient
+    -RegisterThisConnectionsAddress: each only where the change names it."""
+    _interface(state, change["interface"])
+    config = state.ip_configs.get(change["interface"]) or IpConfig(change["interface"])
+    if "interface_metric" in change:
+        config = replace(config, interface_metric=change["interface_metric"])
+    if "skip_as_source" in change:
+        statics = {address for address, _prefix in config.static_addresses}
+        if change["address"] not in statics:
+            raise ForbiddenByWindows(f"no static address {change['address']!r} on {change['interface']!r}")
+        flagged = set(config.skip_as_source) - {change["address"]}
+        if change["skip_as_source"]:
+            flagged.add(change["address"])
+        config = replace(config, skip_as_source=tuple(sorted(flagged)))
+    if "register_in_dns" in change:
+        config = replace(config, register_in_dns=bool(change["register_in_dns"]))
+    return replace(state, ip_configs={**state.ip_configs, change["interface"]: config})
+
+
+def restored_ip_config(change: dict) -> IpConfig:
+    """The IpConfig a restore_ip step writes (the one it was made from, see _winrollback.restore_ip_step)."""
+
+    def split(entries: list) -> tuple:
+        return tuple(sorted((text.rsplit("/", 1)[0], int(text.rsplit("/", 1)[1]), "Manual") for text in entries))
+
+    return IpConfig(
+        interface=change["interface"],
+        addresses=() if change.get("dhcp") else split(change.get("addresses") or []),
+        dhcp=bool(change.get("dhcp")),
+        gateway=None if change.get("dhcp") else change.get("gateway"),
+        dns_servers=() if change.get("dhcp") else tuple(change.get("dns_servers") or ()),
+        ipv6_addresses=split(change.get("ipv6_addresses") or []),
+        ipv6_gateway=change.get("ipv6_gateway"),
+        ipv6_dns_servers=tuple(change.get("ipv6_dns_servers") or ()),
+    )
+
+
+def _restore_ip(state: HostState, change: dict) -> HostState:
+    """Restore-HpcIPConfiguration: the recorded static addresses of both families, gateways and DNS servers."""
+    _interface(state, change["interface"])
+    base = state.ip_configs.get(change["interface"]) or IpConfig(change["interface"])
+    new = restored_ip_config(change)
+    config = replace(
+        base,
+        addresses=new.addresses,
+        dhcp=new.dhcp,
+        gateway=new.gateway,
+        dns_servers=new.dns_servers,
+        ipv6_addresses=new.ipv6_addresses,
+        ipv6_gateway=new.ipv6_gateway,
+        ipv6_dns_servers=new.ipv6_dns_servers,
+    )
+    return replace(state, ip_configs={**state.ip_configs, change["interface"]: config})
 
 
 def _wait_adapter(state: HostState, change: dict) -> HostState:
@@ -444,6 +505,10 @@ def _set_vm_switch(state: HostState, change: dict) -> HostState:
 
 def _remove_set_switch(state: HostState, change: dict) -> HostState:
     switch = _switch(state, change["switch"])
+    vms = state.vms_on_switch(switch.name)
+    if vms:
+        # Remove-VMSwitch -Force would disconnect them; Remove-HpcVMSwitch (HpcWin.psm1) refuses instead.
+        raise ForbiddenByWindows(f"virtual machines {vms} are connected to switch {switch.name!r}")
     members = [state.adapter_name_for_description(d) for d in switch.adapter_descriptions]
     state = _drop_vnics(state, switch.name)
     return replace(
@@ -494,6 +559,8 @@ STEPS = {
     "remove_team_nic": _remove_team_nic,
     "set_ip": _set_ip,
     "set_ip_dhcp": _set_ip_dhcp,
+    "set_ip_options": _set_ip_options,
+    "restore_ip": _restore_ip,
     "wait_adapter": _wait_adapter,
     "new_set_switch": _new_set_switch,
     "set_set_team": _set_set_team,

@@ -13,7 +13,11 @@ a port forwarded to another one) the path is unknown and every change is refused
 from __future__ import annotations
 
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import REFUSE, WARN, Finding
-from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import TeamDesired, rename_change
+from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import (
+    HostVnicDesired,
+    TeamDesired,
+    rename_change,
+)
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
     HostState,
     host_vnic_adapter_name,
@@ -125,6 +129,22 @@ def rollback_task_name(desired: TeamDesired) -> str:
     return f"hpc.balance rollback {desired.kind} {desired.name}"
 
 
+def recorded_host_vnics(state: HostState, switch: str) -> tuple:
+    """The switch's host vNICs as they are: name, access VLAN (Get-VMNetworkAdapterVlan -ManagementOS) and RDMA
+    (Get-NetAdapterRdma on 'vEthernet (<name>)'; None where the adapter reports no RDMA record).
+
+    A rollback that re-creates the switch with -AllowManagementOS gets one untagged vNIC named after the switch
+    (learn.microsoft.com/powershell/module/hyper-v/new-vmswitch, -AllowManagementOS); the others, the VLAN of each
+    (learn.microsoft.com/powershell/module/hyper-v/set-vmnetworkadaptervlan) and RDMA
+    (learn.microsoft.com/powershell/module/netadapter/enable-netadapterrdma) come back only from this record.
+    """
+    return tuple(
+        HostVnicDesired(vnic.name, vnic.vlan_id, state.rdma_enabled.get(vnic.adapter_name))
+        for vnic in sorted(state.host_vnics, key=lambda vnic: vnic.name)
+        if vnic.switch_name == switch
+    )
+
+
 def recorded_desired(desired: TeamDesired, state: HostState) -> TeamDesired:
     """The state the host is in now, as a TeamDesired: what the rollback converges back to."""
     if desired.kind == "set":
@@ -138,6 +158,7 @@ def recorded_desired(desired: TeamDesired, state: HostState) -> TeamDesired:
             members=tuple(sorted(state.adapter_name_for_description(d) for d in team.adapter_descriptions)),
             load_balancing_algorithm=team.load_balancing_algorithm,
             allow_management_os=switch.allow_management_os,
+            host_vnics=recorded_host_vnics(state, desired.name),
         )
     old_name = desired.rename_from if rename_change(desired, state) else desired.name
     team = state.teams.get(old_name)

@@ -277,28 +277,61 @@ def normal_address(text: object) -> str | None:
 
 @dataclass(frozen=True)
 class IpConfig:
-    """IPv4 configuration of one interface (Get-NetIPAddress, Get-NetIPInterface, Get-NetRoute, DnsClient)."""
+    """IP configuration of one interface, both families (Get-NetIPAddress, Get-NetIPInterface, Get-NetRoute for
+    0.0.0.0/0 and ::/0, Get-DnsClientServerAddress, Get-DnsClient). ``addresses`` and ``gateway`` are IPv4,
+    ``ipv6_addresses`` and ``ipv6_gateway`` IPv6; ``dns_servers`` / ``ipv6_dns_servers`` the servers of each family
+    (a Get-DnsClientServerAddress record per family, learn.microsoft.com/powershell/module/dnsclient/
+    get-dnsclientserveraddress). ``interface_metric`` None is the automatic metric (Get-NetIPInterface
+    AutomaticMetric, learn.microsoft.com/powershell/module/nettcpip/get-netipinterface); ``register_in_dns`` None
+    is not gathered (Get-DnsClient RegisterThisConnectionsAddress, learn.microsoft.com/powershell/module/dnsclient/
+    get-dnsclient)."""
 
     interface: str
     addresses: tuple = ()  # ((address, prefix length, prefix origin), ...)
     dhcp: bool = False
     gateway: str | None = None
     dns_servers: tuple = ()
+    ipv6_addresses: tuple = ()  # ((address, prefix length, prefix origin), ...)
+    ipv6_gateway: str | None = None
+    ipv6_dns_servers: tuple = ()
+    interface_metric: int | None = None
+    skip_as_source: tuple = ()  # addresses with SkipAsSource $true (Get-NetIPAddress)
+    register_in_dns: bool | None = None
 
     @property
     def static_addresses(self) -> tuple:
         return tuple((address, prefix) for address, prefix, origin in self.addresses if origin == "Manual")
 
     @property
-    def settings(self) -> tuple:
-        """What the planner and the rollback set: DHCP, or the static addresses, gateway and DNS servers."""
+    def static_ipv6_addresses(self) -> tuple:
+        return tuple((address, prefix) for address, prefix, origin in self.ipv6_addresses if origin == "Manual")
+
+    @property
+    def ipv4_settings(self) -> tuple:
+        """What the planner sets: DHCP, or the static IPv4 addresses, gateway and DNS servers."""
         if self.dhcp:
             return (True,)
         return (False, self.static_addresses, self.gateway, tuple(self.dns_servers))
 
+    @property
+    def settings(self) -> tuple:
+        """What the rollback restores: the IPv4 settings, and the static IPv6 addresses, gateway and DNS servers."""
+        ipv6 = (self.static_ipv6_addresses, self.ipv6_gateway, tuple(self.ipv6_dns_servers))
+        return (self.ipv4_settings, ipv6 if any(ipv6) else ())
+
     def carries(self, address: str) -> bool:
         wanted = normal_address(address)
-        return wanted is not None and any(normal_address(entry[0]) == wanted for entry in self.addresses)
+        entries = (*self.addresses, *self.ipv6_addresses)
+        return wanted is not None and any(normal_address(entry[0]) == wanted for entry in entries)
+
+
+@dataclass(frozen=True)
+class VmAdapter:
+    """A virtual machine's network adapter (Get-VMNetworkAdapter -VMName *): a VM attached to a switch."""
+
+    vm_name: str
+    name: str
+    switch_name: str
 
 
 @dataclass(frozen=True)
@@ -324,6 +357,12 @@ class HostState:
     winrm_local_addresses: tuple = ()
     ip_gathered: bool = False  # False: a gather without IP records; management safety cannot be judged
     ipv6_addresses: tuple = ()  # ((interface alias, address), ...): Get-NetIPAddress -AddressFamily IPv6
+    vm_adapters: tuple = ()  # VmAdapter, ...: Get-VMNetworkAdapter -VMName *
+    vm_adapters_gathered: bool = False  # False: a gather without the record; VMs on a switch cannot be judged
+
+    def vms_on_switch(self, switch: str) -> list[str]:
+        """Names of the virtual machines with a network adapter connected to this switch."""
+        return sorted({adapter.vm_name for adapter in self.vm_adapters if adapter.switch_name == switch})
 
     def adapter_name_for_description(self, description: str) -> str:
         for adapter in self.adapters.values():
@@ -495,26 +534,57 @@ def _host_vnics(raw: dict) -> tuple:
     )
 
 
+DEFAULT_ROUTES = {"0.0.0.0/0": "gateway", "::/0": "ipv6_gateway"}
+ADDRESS_FAMILIES = {2: "IPv4", 23: "IPv6"}  # MSFT_NetIPAddress / DNS client AddressFamily (AF_INET, AF_INET6)
+
+
+def _family(record: dict, address_field: str | None = None) -> str:
+    """IPv4 or IPv6: the record's AddressFamily, else the address itself; a record without either is IPv4."""
+    family = record.get("AddressFamily")
+    if family is not None:
+        return enum_name(family, ADDRESS_FAMILIES, "AddressFamily")
+    address = normal_address(record.get(address_field)) if address_field else None
+    return "IPv6" if address and ":" in address else "IPv4"
+
+
 def parse_ip_configs(raw: dict) -> dict:
-    """Interface alias -> IpConfig, from the ip_addresses / ip_interfaces / routes / dns_servers records (IPv4)."""
+    """Interface alias -> IpConfig, from the ip_addresses / ipv6_addresses / ip_interfaces / routes / dns_servers /
+    dns_clients records."""
     configs: dict = {}
 
     def config(alias: str) -> dict:
-        return configs.setdefault(alias, {"addresses": [], "dhcp": False, "gateway": None, "dns_servers": ()})
+        return configs.setdefault(
+            alias,
+            {"addresses": [], "ipv6_addresses": [], "dhcp": False, "gateway": None, "ipv6_gateway": None,
+             "dns_servers": (), "ipv6_dns_servers": (), "interface_metric": None, "skip_as_source": [],
+             "register_in_dns": None},
+        )  # fmt: skip
 
-    for record in _as_list(raw.get("ip_addresses")):
-        origin = enum_name(record.get("PrefixOrigin"), PREFIX_ORIGINS, "ip address PrefixOrigin") or "Other"
-        config(record["InterfaceAlias"])["addresses"].append(
-            (record["IPAddress"], int(record.get("PrefixLength") or 0), origin)
-        )
+    for key in ("ip_addresses", "ipv6_addresses"):
+        for record in _as_list(raw.get(key)):
+            origin = enum_name(record.get("PrefixOrigin"), PREFIX_ORIGINS, "ip address PrefixOrigin") or "Other"
+            family = "ipv6_addresses" if _family(record, "IPAddress") == "IPv6" else "addresses"
+            values = config(record["InterfaceAlias"])
+            values[family].append((record["IPAddress"], int(record.get("PrefixLength") or 0), origin))
+            if record.get("SkipAsSource"):
+                values["skip_as_source"].append(record["IPAddress"])
     for record in _as_list(raw.get("ip_interfaces")):
-        dhcp = enum_name(record.get("Dhcp"), DHCP_STATES, "ip interface Dhcp")
-        config(record["InterfaceAlias"])["dhcp"] = dhcp == "Enabled"
+        values = config(record["InterfaceAlias"])
+        values["dhcp"] = enum_name(record.get("Dhcp"), DHCP_STATES, "ip interface Dhcp") == "Enabled"
+        if record.get("AutomaticMetric") is not None:
+            automatic = enum_name(record.get("AutomaticMetric"), DHCP_STATES, "ip interface AutomaticMetric")
+            values["interface_metric"] = None if automatic == "Enabled" else int_or_none(record.get("InterfaceMetric"))
     for record in _as_list(raw.get("routes")):
-        if record.get("DestinationPrefix") == "0.0.0.0/0":
-            config(record["InterfaceAlias"])["gateway"] = record.get("NextHop")
+        field_name = DEFAULT_ROUTES.get(record.get("DestinationPrefix"))
+        if field_name:
+            config(record["InterfaceAlias"])[field_name] = record.get("NextHop")
     for record in _as_list(raw.get("dns_servers")):
-        config(record["InterfaceAlias"])["dns_servers"] = tuple(_as_list(record.get("ServerAddresses")))
+        family = "ipv6_dns_servers" if _family(record) == "IPv6" else "dns_servers"
+        config(record["InterfaceAlias"])[family] = tuple(_as_list(record.get("ServerAddresses")))
+    for record in _as_list(raw.get("dns_clients")):
+        if record.get("RegisterThisConnectionsAddress") is not None:
+            config(record["InterfaceAlias"])["register_in_dns"] = bool(record["RegisterThisConnectionsAddress"])
+    bound = _ipv4_bound(raw)
     return {
         alias: IpConfig(
             interface=alias,
@@ -522,9 +592,34 @@ def parse_ip_configs(raw: dict) -> dict:
             dhcp=values["dhcp"],
             gateway=values["gateway"],
             dns_servers=values["dns_servers"],
+            ipv6_addresses=tuple(sorted(values["ipv6_addresses"])),
+            ipv6_gateway=values["ipv6_gateway"],
+            ipv6_dns_servers=values["ipv6_dns_servers"],
+            interface_metric=values["interface_metric"],
+            skip_as_source=tuple(sorted(values["skip_as_source"])),
+            register_in_dns=values["register_in_dns"],
         )
         for alias, values in configs.items()
+        # An interface without TCP/IPv4 (a team member, a switch's adapter) has no configuration of its own here,
+        # whatever IPv6 or DNS client record it shows.
+        if values["addresses"] or alias in bound or values["gateway"] or values["dns_servers"]
     }
+
+
+def _ipv4_bound(raw: dict) -> set:
+    """Interfaces with TCP/IPv4 bound (a Get-NetIPInterface -AddressFamily IPv4 record)."""
+    return {record["InterfaceAlias"] for record in _as_list(raw.get("ip_interfaces"))}
+
+
+def _vm_adapters(raw: dict) -> tuple:
+    return tuple(
+        VmAdapter(
+            vm_name=record.get("VMName") or "",
+            name=record.get("Name") or "",
+            switch_name=record.get("SwitchName") or "",
+        )
+        for record in _as_list(raw.get("vm_adapters"))
+    )
 
 
 def parse_host_state(raw: dict) -> HostState:
@@ -567,4 +662,6 @@ def parse_host_state(raw: dict) -> HostState:
         ipv6_addresses=tuple(
             sorted((record["InterfaceAlias"], record["IPAddress"]) for record in _as_list(raw.get("ipv6_addresses")))
         ),
+        vm_adapters=_vm_adapters(raw),
+        vm_adapters_gathered="vm_adapters" in raw or not raw.get("hyperv_present"),
     )

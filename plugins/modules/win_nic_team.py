@@ -115,13 +115,31 @@ options:
         description: Prefix length (C(source=static)).
         type: int
       gateway:
-        description: Default gateway.
+        description:
+          - Default gateway. Refused while another interface has one, unless O(allow_second_default_gateway); a
+            storage network needs none.
         type: str
       dns_servers:
         description: DNS server addresses.
         type: list
         elements: str
         default: []
+      interface_metric:
+        description:
+          - IPv4 interface metric of the team NIC (C(Set-NetIPInterface -InterfaceMetric), automatic metric off).
+            With automatic metrics the faster team gets the lower metric and its default gateway wins; set it above
+            the management interface's. Unset leaves the metric as it is.
+        type: int
+      skip_as_source:
+        description:
+          - Keep the team NIC's static address out of source address selection (C(Set-NetIPAddress -SkipAsSource)),
+            so that new outbound connections do not leave from it. Unset leaves it as it is.
+        type: bool
+      register_in_dns:
+        description:
+          - Whether the team NIC registers its address in DNS (C(Set-DnsClient -RegisterThisConnectionsAddress)); a
+            storage NIC should not (C(false)). Unset leaves it as it is.
+        type: bool
   rename_from:
     description:
       - Rename the LBFO team from this name to O(name) (C(Rename-NetLbfoTeam)) when O(name) does not exist yet.
@@ -168,6 +186,13 @@ options:
       - The team is meant to carry a Hyper-V switch. LBFO is then refused and SET offered.
     type: bool
     default: false
+  allow_second_default_gateway:
+    description:
+      - Run a plan that adds a default gateway while another interface has one, with a warning; otherwise it is
+        refused (C(second_default_gateway)). Prefer no gateway on a storage team, or set
+        O(team_nic_ip.interface_metric), O(team_nic_ip.skip_as_source) and O(team_nic_ip.register_in_dns).
+    type: bool
+    default: false
   allow_management_change:
     description:
       - A change that touches the NIC carrying the management address (C(ansible_host), or the local IPv4 or IPv6
@@ -177,7 +202,8 @@ options:
         elsewhere) every change is refused (C(management_unknown)), whatever this option says.
       - With C(true) the change runs behind a rollback, like a switch's "commit confirmed". Before the change the
         apply module registers a one-shot scheduled task (as SYSTEM, StartWhenAvailable) that restores the recorded
-        team and IPv4 configuration after O(rollback_timeout_s); its script lives in a folder under C(%ProgramData%)
+        team (with a SET switch's host vNICs, their VLAN and RDMA) and the IP configuration of both families after
+        O(rollback_timeout_s); its script lives in a folder under C(%ProgramData%)
         that only SYSTEM and Administrators can write. A task left armed by an earlier run is never replaced; the
         change is refused, naming it. Once the controller has reconnected, it disables, checks and unregisters the
         task; a task that is gone, runs or has run fails the task with C(rollback.may_have_fired).

@@ -53,11 +53,13 @@ options:
               - Remove-NetLbfoTeam
               - Remove-NetLbfoTeamMember
               - Remove-NetLbfoTeamNic
-              - Remove-VMSwitch
+              - Remove-HpcVMSwitch
               - Rename-HpcPrimaryTeamNic
               - Rename-NetAdapter
               - Rename-NetLbfoTeam
+              - Set-DnsClient
               - Set-DnsClientServerAddress
+              - Set-NetIPAddress
               - Set-NetIPInterface
               - Set-NetLbfoTeam
               - Set-NetLbfoTeamMember

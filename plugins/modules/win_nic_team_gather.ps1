@@ -61,20 +61,28 @@ $module.Result.rdma = Get-Record -Command 'Get-NetAdapterRdma' -Property @('Name
 
 # The IP configuration and the connections on the port Ansible uses (IPv4 and IPv6): what the controller
 # reaches this host by.
-$addressProperties = @('InterfaceAlias', 'InterfaceIndex', 'IPAddress', 'PrefixLength', 'PrefixOrigin', 'AddressFamily')
+$addressProperties = @(
+    'InterfaceAlias', 'InterfaceIndex', 'IPAddress', 'PrefixLength', 'PrefixOrigin', 'AddressFamily', 'SkipAsSource'
+)
 $module.Result.ip_addresses = Get-Record -Command 'Get-NetIPAddress' -Parameters $ipv4 -Property $addressProperties
 $module.Result.ipv6_addresses = Get-Record -Command 'Get-NetIPAddress' -Property $addressProperties -Parameters @{
     AddressFamily = 'IPv6'
 }
 $module.Result.ip_interfaces = Get-Record -Command 'Get-NetIPInterface' -Parameters $ipv4 -Property @(
-    'InterfaceAlias', 'InterfaceIndex', 'AddressFamily', 'Dhcp'
+    'InterfaceAlias', 'InterfaceIndex', 'AddressFamily', 'Dhcp', 'InterfaceMetric', 'AutomaticMetric'
 )
-$module.Result.routes = Get-Record -Command 'Get-NetRoute' -Property @('InterfaceAlias', 'DestinationPrefix', 'NextHop') -Parameters @{
-    DestinationPrefix = '0.0.0.0/0'
+# The default routes of both families: the rollback restores them, and a second default gateway is refused.
+$module.Result.routes = Get-Record -Command 'Get-NetRoute' -Property @(
+    'InterfaceAlias', 'DestinationPrefix', 'NextHop', 'RouteMetric'
+) -Parameters @{
+    DestinationPrefix = @('0.0.0.0/0', '::/0')
     ErrorAction = 'SilentlyContinue'
 }
-$module.Result.dns_servers = Get-Record -Command 'Get-DnsClientServerAddress' -Parameters $ipv4 -Property @(
-    'InterfaceAlias', 'ServerAddresses'
+$module.Result.dns_servers = Get-Record -Command 'Get-DnsClientServerAddress' -Property @(
+    'InterfaceAlias', 'AddressFamily', 'ServerAddresses'
+)
+$module.Result.dns_clients = Get-Record -Command 'Get-DnsClient' -Property @(
+    'InterfaceAlias', 'RegisterThisConnectionsAddress'
 )
 $module.Result.winrm_connections = Get-Record -Command 'Get-NetTCPConnection' -Property @(
     'LocalAddress', 'LocalPort', 'RemoteAddress', 'State'
@@ -86,6 +94,7 @@ $module.Result.vm_switches = @()
 $module.Result.vm_switch_teams = @()
 $module.Result.host_vnics = @()
 $module.Result.host_vnic_vlans = @()
+$module.Result.vm_adapters = @()
 if ($module.Result.hyperv_present) {
     $switches = @(Get-VMSwitch)
     $module.Result.vm_switches = @($switches | ForEach-Object { ConvertTo-Record -InputObject $_ -Property $switchProperties })
@@ -102,6 +111,10 @@ if ($module.Result.hyperv_present) {
         Get-VMNetworkAdapterVlan -ManagementOS | ForEach-Object {
             @{ ParentAdapter = $_.ParentAdapter.Name; OperationMode = $_.OperationMode.ToString(); AccessVlanId = $_.AccessVlanId }
         }
+    )
+    # The virtual machines' adapters and the switch each is connected to: a switch with VMs is never removed.
+    $module.Result.vm_adapters = Get-Record -Command 'Get-VMNetworkAdapter' -Parameters @{ VMName = '*' } -Property @(
+        'VMName', 'Name', 'SwitchName'
     )
 }
 

@@ -59,38 +59,55 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ip_addresses:
-  description: C(Get-NetIPAddress -AddressFamily IPv4) records.
+  description: C(Get-NetIPAddress -AddressFamily IPv4) records (C(SkipAsSource) true keeps the address out of
+    source address selection).
   returned: always
   type: list
   elements: dict
   sample: [{"InterfaceAlias": "MGMT", "InterfaceIndex": 3, "IPAddress": "10.0.0.21", "PrefixLength": 24,
-            "PrefixOrigin": 1, "AddressFamily": 2}]
+            "PrefixOrigin": 1, "AddressFamily": 2, "SkipAsSource": false}]
 ipv6_addresses:
-  description: C(Get-NetIPAddress -AddressFamily IPv6) records, used only to find the interface that carries an IPv6
-    management address.
+  description: C(Get-NetIPAddress -AddressFamily IPv6) records, to find the interface that carries an IPv6
+    management address and to record the static IPv6 addresses a rollback restores.
   returned: always
   type: list
   elements: dict
   sample: [{"InterfaceAlias": "MGMT", "InterfaceIndex": 3, "IPAddress": "2001:db8:10::21", "PrefixLength": 64,
             "PrefixOrigin": 1, "AddressFamily": 23}]
 ip_interfaces:
-  description: C(Get-NetIPInterface -AddressFamily IPv4) records (C(Dhcp) 0 disabled, 1 enabled).
+  description: C(Get-NetIPInterface -AddressFamily IPv4) records (C(Dhcp) and C(AutomaticMetric) 0 disabled,
+    1 enabled).
   returned: always
   type: list
   elements: dict
-  sample: [{"InterfaceAlias": "MGMT", "InterfaceIndex": 3, "AddressFamily": 2, "Dhcp": 0}]
+  sample: [{"InterfaceAlias": "MGMT", "InterfaceIndex": 3, "AddressFamily": 2, "Dhcp": 0, "InterfaceMetric": 25,
+            "AutomaticMetric": 1}]
 routes:
-  description: C(Get-NetRoute -DestinationPrefix 0.0.0.0/0) records (the default gateways).
+  description: C(Get-NetRoute -DestinationPrefix 0.0.0.0/0,::/0) records (the default gateways of both families).
   returned: always
   type: list
   elements: dict
-  sample: [{"InterfaceAlias": "MGMT", "DestinationPrefix": "0.0.0.0/0", "NextHop": "10.0.0.1"}]
+  sample: [{"InterfaceAlias": "MGMT", "DestinationPrefix": "0.0.0.0/0", "NextHop": "10.0.0.1", "RouteMetric": 0}]
 dns_servers:
-  description: C(Get-DnsClientServerAddress -AddressFamily IPv4) records.
+  description: C(Get-DnsClientServerAddress) records, one per interface and address family (2 IPv4, 23 IPv6).
   returned: always
   type: list
   elements: dict
-  sample: [{"InterfaceAlias": "MGMT", "ServerAddresses": ["10.0.0.2", "10.0.0.3"]}]
+  sample: [{"InterfaceAlias": "MGMT", "AddressFamily": 2, "ServerAddresses": ["10.0.0.2", "10.0.0.3"]}]
+dns_clients:
+  description: C(Get-DnsClient) records; C(RegisterThisConnectionsAddress) says whether the interface registers its
+    addresses in DNS.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"InterfaceAlias": "MGMT", "RegisterThisConnectionsAddress": true}]
+vm_adapters:
+  description: C(Get-VMNetworkAdapter -VMName *) records, the virtual machines' adapters and the switch each is
+    connected to; empty without Hyper-V. A switch with one is never removed.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"VMName": "vm01", "Name": "Network Adapter", "SwitchName": "SETswitch"}]
 winrm_connections:
   description: Established TCP connections on O(connection_ports) (C(Get-NetTCPConnection)); their local
     address (IPv4 or IPv6) is the address the controller reaches this host by.

@@ -144,3 +144,70 @@ def test_the_gather_reads_ipv6_addresses_and_the_connections_on_the_given_ports(
     assert "AddressFamily = 'IPv6'" in GATHER
     assert "LocalPort = $connectionPorts" in GATHER
     assert "LocalPort = @(5985, 5986)" not in GATHER
+
+
+# ---------------------------------------------------------------------------------------------------- restoring
+def restore_script() -> str:
+    return render_rollback_script(
+        "hpc.balance rollback set S",
+        [{"action": "restore_ip", "interface": "vEthernet (S)", "dhcp": False, "addresses": ["10.0.1.21/24"]}],
+    )
+
+
+def test_the_ip_restore_reads_the_interface_first_and_leaves_one_with_the_recorded_configuration_alone():
+    """After a change that stopped half-way the rollback still runs every step; an interface the change never
+    reached already has the recorded configuration. Get-NetIPAddress -PrefixOrigin Manual, Get-NetRoute
+    -DestinationPrefix, Get-DnsClientServerAddress and Get-NetIPInterface (learn.microsoft.com/powershell/module/
+    nettcpip, .../dnsclient) read it before anything is removed, and the function returns when they match."""
+    script = restore_script()
+    body = function(script, "Restore-HpcIPConfiguration")
+    names = [name.lower() for name, _arguments in called(body)]
+    first_change = min(
+        names.index(name) for name in ("clear-hpcipv4address", "clear-hpcipv6address", "set-netipinterface")
+    )
+    assert names.index("get-hpcipfamilystate") < first_change
+    unchanged = body.index("unchanged, left alone")
+    assert body.index("return", unchanged) < body.index("Clear-HpcIPv4Address")
+    reads = [name for name, _arguments in called(function(script, "Get-HpcIPFamilyState"))]
+    assert {"Get-NetIPAddress", "Get-NetRoute", "Get-DnsClientServerAddress", "Get-NetIPInterface"} <= set(reads)
+
+
+def test_the_ip_restore_adds_every_address_and_the_gateway_of_each_family():
+    """New-NetIPAddress per recorded address, then New-NetRoute 0.0.0.0/0 or ::/0 to the gateway
+    (learn.microsoft.com/powershell/module/nettcpip/new-netipaddress, .../new-netroute); only manual IPv6 addresses
+    are removed first (-PrefixOrigin Manual), so link-local ones stay."""
+    script = restore_script()
+    add = function(script, "Add-HpcIPAddress")
+    assert "foreach ($entry in $Address)" in add
+    assert [name for name, _arguments in called(add)].count("New-NetRoute") == 1
+    clear6 = function(script, "Clear-HpcIPv6Address")
+    get = [arguments for name, arguments in called(clear6) if name == "Get-NetIPAddress"]
+    assert get and get[0]["-prefixorigin"] == ("Manual", False)
+
+
+def test_the_switch_removal_refuses_while_a_virtual_machine_is_connected():
+    """Get-VMNetworkAdapter -VMName * (learn.microsoft.com/powershell/module/hyper-v/get-vmnetworkadapter) before
+    Remove-VMSwitch -Force, which removes without asking (learn.microsoft.com/powershell/module/hyper-v/
+    remove-vmswitch)."""
+    switch_rollback = render_rollback_script(
+        "hpc.balance rollback set S", [{"action": "remove_set_switch", "switch": "S"}]
+    )
+    for source in (HPCWIN, switch_rollback):
+        body = function(source, "Remove-HpcVMSwitch")
+        get = [arguments for name, arguments in called(body) if name == "Get-VMNetworkAdapter"]
+        assert get and get[0]["-vmname"] == ("*", False)
+        assert order(body, "Get-VMNetworkAdapter", "Remove-VMSwitch") == sorted(
+            order(body, "Get-VMNetworkAdapter", "Remove-VMSwitch")
+        )
+        assert body.index("throw") < body.index("Remove-VMSwitch -Name")
+    assert "Remove-HpcVMSwitch -Name:'S'" in switch_rollback
+
+
+def test_the_gather_reads_what_the_rollback_restores_and_the_vms_on_each_switch():
+    """Get-NetRoute -DestinationPrefix takes several prefixes (learn.microsoft.com/powershell/module/nettcpip/
+    get-netroute): the default routes of both families; Get-DnsClientServerAddress without -AddressFamily gives one
+    record per family (learn.microsoft.com/powershell/module/dnsclient/get-dnsclientserveraddress);
+    Get-VMNetworkAdapter -VMName * lists the VMs' adapters with their SwitchName."""
+    assert "DestinationPrefix = @('0.0.0.0/0', '::/0')" in GATHER
+    assert "Get-Record -Command 'Get-DnsClientServerAddress' -Property" in GATHER
+    assert "-Parameters @{ VMName = '*' }" in GATHER and "'VMName', 'Name', 'SwitchName'" in GATHER

@@ -46,8 +46,8 @@ HPCWIN = ROOT / "plugins" / "module_utils" / "HpcWin.psm1"
 # (read, wait or write to a stream), Invoke/Export/Import (run or load code; what they run is walked itself).
 STATE_CHANGING_VERBS = {
     "add", "clear", "copy", "disable", "dismount", "enable", "grant", "initialize", "install", "mount", "move", "new",
-    "register", "remove", "rename", "reset", "restart", "resume", "revoke", "set", "start", "stop", "suspend",
-    "uninstall", "unregister", "update",
+    "register", "remove", "rename", "reset", "restart", "restore", "resume", "revoke", "set", "start", "stop",
+    "suspend", "uninstall", "unregister", "update",
 }  # fmt: skip
 
 # A state-changing verb, but the command changes nothing on the host.
@@ -134,6 +134,8 @@ EVERY_CHANGE = [
     {"action": "set_ip", "interface": "T", "address": "10.0.0.9", "prefix_length": 24, "gateway": "10.0.0.1",
      "dns_servers": ["10.0.0.2"]},
     {"action": "set_ip_dhcp", "interface": "T"},
+    {"action": "set_ip_options", "interface": "T", "interface_metric": 50, "address": "10.0.0.9",
+     "skip_as_source": True, "register_in_dns": False},
     {"action": "new_set_switch", "switch": "S", "members": ["A"], "allow_management_os": False},
     {"action": "set_set_team", "switch": "S", "members": ["A", "B"], "load_balancing_algorithm": "Dynamic"},
     {"action": "set_vm_switch", "switch": "S", "allow_management_os": True},
@@ -151,7 +153,11 @@ EVERY_CHANGE = [
     {"action": "remove_constraint", "server_name": "fs01", "interfaces": ["A"]},
     {"action": "update_connections"},
 ]  # fmt: skip
-ROLLBACK_STEP_KINDS = [c for c in EVERY_CHANGE if c["action"] not in ("arm_rollback", "disarm_rollback")]
+ROLLBACK_STEP_KINDS = [c for c in EVERY_CHANGE if c["action"] not in ("arm_rollback", "disarm_rollback")] + [
+    {"action": "restore_ip", "interface": "T", "dhcp": False, "addresses": ["10.0.0.9/24", "10.0.0.10/24"],
+     "gateway": "10.0.0.1", "dns_servers": ["10.0.0.2"], "ipv6_addresses": ["2001:db8::9/64"],
+     "ipv6_gateway": "2001:db8::1", "ipv6_dns_servers": ["2001:db8::53"]},
+]  # fmt: skip
 
 
 def _apply_payload_script() -> str:

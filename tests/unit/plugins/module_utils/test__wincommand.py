@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.hpc.balance.plugins.module_utils._wincommand import (
+    ROLLBACK_ONLY_COMMANDS,
     SMB_COMMANDS,
     TEAM_COMMANDS,
     commands_for,
@@ -40,6 +41,8 @@ EXAMPLES = {
     "remove_team_nic": {"team": "T", "vlan_id": 5},
     "set_ip": {"interface": "T", "address": "10.0.0.9", "prefix_length": 24},
     "set_ip_dhcp": {"interface": "T"},
+    "set_ip_options": {"interface": "T", "interface_metric": 50, "address": "10.0.0.9", "skip_as_source": True},
+    "restore_ip": {"interface": "T", "addresses": ["10.0.0.9/24"], "ipv6_addresses": ["2001:db8::9/64"]},
     "wait_adapter": {"interface": "T"},
     "new_set_switch": {"switch": "S", "members": ["A"], "allow_management_os": False},
     "set_set_team": {"switch": "S", "load_balancing_algorithm": "Dynamic"},
@@ -71,6 +74,8 @@ def test_every_modelled_step_and_smb_change_has_an_example():
 def test_every_change_renders_to_commands_its_apply_module_allows(action):
     commands = commands_for(dict(EXAMPLES[action], action=action))
     allowed = SMB_COMMANDS if action in SMB_ACTIONS + ("update_connections",) else TEAM_COMMANDS
+    if action == "restore_ip":
+        allowed = ROLLBACK_ONLY_COMMANDS  # run by the rollback script only, which defines it
     assert commands and all(command["command"] in allowed for command in commands)
 
 
@@ -148,7 +153,7 @@ def test_new_set_switch_never_hard_codes_allow_management_os():
 
 
 # ------------------------------------------------------------------------------------------------ fixtures cite docs
-RECORD_KEYS_WITHOUT_SOURCE = {"changed", "lbfo_available", "hyperv_present", "_sources"}
+RECORD_KEYS_WITHOUT_SOURCE = {"changed", "lbfo_available", "hyperv_present", "_sources", "_refused_by_windows", "_note"}
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json")), ids=lambda path: path.stem)

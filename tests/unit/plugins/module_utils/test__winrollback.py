@@ -269,3 +269,121 @@ def test_the_apply_and_the_rollback_rename_the_primary_team_nic_the_host_reports
     assert not any(line.startswith("Rename-NetAdapter") for line in rendered)
     assert "Rename-NetAdapter -Name:" not in script  # only the function's own call, by the name found at run time
     assert parse_errors(script.encode("utf-8")) == []
+
+
+# ------------------------------------------------------------------------------------------------ converged SET host
+def _converged_switch_removal():
+    """set_converged: SET switch 'SETswitch' whose host vNICs are 'SETswitch' (management, VLAN 10, two IPv4
+    addresses, an IPv6 address, both default gateways, DNS servers of both families), 'SMB1' (VLAN 12, RDMA) and
+    'SMB2' (VLAN 13, RDMA). The change removes the switch; opted in, it runs behind a rollback."""
+    recorded = state("set_converged")
+    wanted = desired(name="SETswitch", kind="set", state="absent", allow_management_change=True)
+    return recorded, plan(wanted, recorded)
+
+
+def test_the_switch_rollback_restores_every_host_vnic_with_its_vlan_and_rdma():
+    """New-VMSwitch -AllowManagementOS (learn.microsoft.com/powershell/module/hyper-v/new-vmswitch) gives back one
+    untagged host vNIC named after the switch; the VLAN of each vNIC (Set-VMNetworkAdapterVlan -ManagementOS -Access,
+    learn.microsoft.com/powershell/module/hyper-v/set-vmnetworkadaptervlan), the other vNICs (Add-VMNetworkAdapter
+    -ManagementOS) and their RDMA (Enable-NetAdapterRdma) come back only from the rollback's record."""
+    recorded, result = _converged_switch_removal()
+    arm = result.changes[0]
+    rolled_back = model.apply(model.apply(recorded, result.changes), arm["steps"])
+    rdma = rolled_back.rdma_enabled
+    vnics = sorted((v.name, v.vlan_id, bool(rdma.get(v.adapter_name))) for v in rolled_back.host_vnics)
+    assert vnics == [("SETswitch", 10, False), ("SMB1", 12, True), ("SMB2", 13, True)]
+
+
+def test_the_switch_rollback_restores_every_address_of_both_families_on_the_tagged_vnics():
+    recorded, result = _converged_switch_removal()
+    rolled_back = model.apply(model.apply(recorded, result.changes), result.changes[0]["steps"])
+    management = rolled_back.ip_configs["vEthernet (SETswitch)"]
+    assert management.static_addresses == (("10.0.1.21", 24), ("10.0.1.22", 24))
+    assert management.static_ipv6_addresses == (("2001:db8:1::21", 64),)
+    assert (management.gateway, management.ipv6_gateway) == ("10.0.1.1", "2001:db8:1::1")
+    assert (management.dns_servers, management.ipv6_dns_servers) == (("10.0.0.2", "10.0.0.3"), ("2001:db8:1::53",))
+    for name, config in recorded.ip_configs.items():
+        assert rolled_back.ip_configs[name].settings == config.settings, name
+
+
+def test_the_switch_rollback_tags_the_management_vnic_before_it_restores_its_addresses():
+    """An address restored on the untagged vNIC that New-VMSwitch makes would sit on the wrong VLAN: the VLAN step
+    comes first, and the restore carries every address, both gateways and the DNS servers of both families."""
+    _recorded, result = _converged_switch_removal()
+    steps = result.changes[0]["steps"]
+    tag = steps.index({"action": "set_host_vnic_vlan", "vnic": "SETswitch", "vlan_id": 10})
+    restore = next(i for i, s in enumerate(steps) if s["action"] == "restore_ip" and "SETswitch" in s["interface"])
+    assert tag < restore
+    script = result.changes[0]["script"]
+    assert (
+        "Set-VMNetworkAdapterVlan -ManagementOS:$true -VMNetworkAdapterName:'SETswitch' -Access:$true -VlanId:10"
+    ) in script
+    assert (
+        "Restore-HpcIPConfiguration -InterfaceAlias:'vEthernet (SETswitch)' -Dhcp:$false "
+        "-Address:@('10.0.1.21/24', '10.0.1.22/24', '2001:db8:1::21/64') -Gateway:@('10.0.1.1', '2001:db8:1::1') "
+        "-DnsServer:@('10.0.0.2', '10.0.0.3', '2001:db8:1::53')"
+    ) in script
+    assert parse_errors(script.encode("utf-8")) == []
+
+
+def _with_a_vm_on(fixture, switch):
+    data = json.loads((FIXTURES / f"nic_team_gather_{fixture}.json").read_text())
+    data["vm_adapters"] = [{"VMName": "vm01", "Name": "Network Adapter", "SwitchName": switch}]
+    return parse_host_state(data)
+
+
+@pytest.mark.parametrize("allow_management_change", [False, True], ids=["away_from_management", "opted_in"])
+def test_removing_a_switch_that_a_vm_is_connected_to_is_refused(allow_management_change):
+    """Remove-VMSwitch -Force removes the switch without asking (learn.microsoft.com/powershell/module/hyper-v/
+    remove-vmswitch); Get-VMNetworkAdapter -VMName * (learn.microsoft.com/powershell/module/hyper-v/
+    get-vmnetworkadapter) names the VMs connected to it."""
+    wanted = desired(name="SETswitch", kind="set", state="absent", allow_management_change=allow_management_change)
+    result = plan(wanted, _with_a_vm_on("set_switch", "SETswitch"))
+    assert result.changes == []
+    assert "vms_on_switch" in [f.code for f in refusal(result)]
+    message = next(f.message for f in refusal(result) if f.code == "vms_on_switch")
+    assert "virtual machines 'vm01' are connected to switch 'SETswitch'" in message
+
+
+def test_the_switch_is_removed_by_a_command_that_refuses_while_a_vm_is_connected():
+    [command] = commands_for({"action": "remove_set_switch", "switch": "S"})
+    assert command["command"] == "Remove-HpcVMSwitch"
+
+
+# ------------------------------------------------------------------------------------------------ the IP restore
+def _team_nic_with_two_addresses_and_ipv6():
+    """team_up reached over the team NIC, which carries 192.168.10.21/24 and 192.168.10.22/24, 2001:db8:10::21/64,
+    default routes of both families and DNS servers of both families."""
+    data = json.loads((FIXTURES / "nic_team_gather_team_up.json").read_text())
+    data["ip_addresses"].append(
+        {"InterfaceAlias": "Storage", "IPAddress": "192.168.10.22", "PrefixLength": 24, "PrefixOrigin": 1}
+    )
+    data["ipv6_addresses"] = [
+        {"InterfaceAlias": "Storage", "IPAddress": "2001:db8:10::21", "PrefixLength": 64, "PrefixOrigin": 1}
+    ]
+    data["routes"].append({"InterfaceAlias": "Storage", "DestinationPrefix": "::/0", "NextHop": "2001:db8:10::1"})
+    data["dns_servers"].append(
+        {"InterfaceAlias": "Storage", "AddressFamily": 23, "ServerAddresses": ["2001:db8:10::53"]}
+    )
+    data["winrm_connections"][0]["LocalAddress"] = "192.168.10.21"
+    return parse_host_state(data)
+
+
+def test_the_rollback_restores_every_static_address_of_both_families_with_gateways_and_dns():
+    recorded = _team_nic_with_two_addresses_and_ipv6()
+    wanted = desired(allow_management_change=True, team_nic_ip={"address": "192.168.10.50", "prefix_length": 24})
+    result = plan(wanted, recorded)
+    assert [c["action"] for c in result.changes] == ["arm_rollback", "set_ip", "disarm_rollback"]
+    rolled_back = model.apply(model.apply(recorded, result.changes), result.changes[0]["steps"])
+    before, after = recorded.ip_configs["Storage"], rolled_back.ip_configs["Storage"]
+    assert after.static_addresses == (("192.168.10.21", 24), ("192.168.10.22", 24))
+    assert after.static_ipv6_addresses == (("2001:db8:10::21", 64),)
+    assert after.ipv6_gateway == "2001:db8:10::1" and after.ipv6_dns_servers == ("2001:db8:10::53",)
+    assert after.settings == before.settings
+
+
+def test_the_rollback_restores_only_the_interfaces_the_change_altered():
+    recorded = _team_nic_with_two_addresses_and_ipv6()
+    wanted = desired(allow_management_change=True, team_nic_ip={"address": "192.168.10.50", "prefix_length": 24})
+    steps = plan(wanted, recorded).changes[0]["steps"]
+    assert [(s["action"], s["interface"]) for s in steps] == [("wait_adapter", "Storage"), ("restore_ip", "Storage")]

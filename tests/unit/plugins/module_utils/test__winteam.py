@@ -775,3 +775,91 @@ def test_the_rollback_of_a_lacp_team_on_windows_server_2012_r2_passes_no_lacp_ti
     commands = [command for change in plan_changes(recorded, state("no_team")) for command in commands_for(change)]
     new_team = next(command for command in commands if command["command"] == "New-NetLbfoTeam")
     assert "LacpTimer" not in new_team["parameters"]
+
+
+# ---------------------------------------------------------------------------------------------- verdict: configuration
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (dict(vlan_id=130), "team NIC 'Storage' is on VLAN untagged, expected 130"),
+        (dict(team_nic_name="Storage-10G"), "the primary team NIC is named 'Storage', expected 'Storage-10G'"),
+        (
+            dict(team_nic_ip={"address": "192.168.10.50", "prefix_length": 24}),
+            "team NIC 'Storage' has 192.168.10.21/24, expected 192.168.10.50/24",
+        ),
+        (dict(team_nic_ip={"source": "dhcp"}), "team NIC 'Storage' does not use DHCP"),
+        (dict(vlan_team_nics=[{"vlan_id": 20}]), "VLAN team NICs on VLANs [], expected [20]"),
+    ],
+    ids=["vlan", "name", "address", "dhcp", "vlan_team_nics"],
+)
+def test_the_verdict_fails_when_an_up_team_has_the_wrong_vlan_name_or_address(args, expected):
+    """Team and members Up is not the change done: the verdict reads the VLAN and name of the primary team NIC
+    (Get-NetLbfoTeamNic, learn.microsoft.com/powershell/module/netlbfo/get-netlbfoteamnic) and its addresses
+    (Get-NetIPAddress, learn.microsoft.com/powershell/module/nettcpip/get-netipaddress)."""
+    result = verdict(desired(**args), state("team_up"))
+    assert not result.ok
+    assert result.message == f"team 'Storage' is Up but {expected}"
+
+
+def test_the_verdict_fails_when_a_host_vnic_has_the_wrong_vlan():
+    wanted = desired(
+        name="SETswitch",
+        kind="set",
+        members=["NIC3", "NIC4"],
+        load_balancing_algorithm="HyperVPort",
+        host_vnics=[{"name": "SETswitch", "vlan_id": 10}],
+    )
+    result = verdict(wanted, state("set_switch"))
+    assert not result.ok
+    assert result.message == "SET switch 'SETswitch' is Up but host vNIC 'SETswitch' is on VLAN untagged, expected 10"
+
+
+# ------------------------------------------------------------------------------------------- a second default gateway
+STATIC_WITH_GATEWAY = {"address": "192.168.10.50", "prefix_length": 24, "gateway": "192.168.10.1"}
+
+
+def test_a_second_default_gateway_is_refused_naming_both_interfaces_and_the_options():
+    """With automatic metrics the faster interface gets the lower metric (learn.microsoft.com/troubleshoot/
+    windows-server/networking/automatic-metric-for-ipv4-routes), so the storage team's gateway would win."""
+    result = plan(desired(team_nic_ip=STATIC_WITH_GATEWAY), state("team_up"))
+    assert result.changes == []
+    [finding] = [f for f in result.findings if f.code == "second_default_gateway"]
+    assert finding.severity == "refuse"
+    assert (
+        "adds a default gateway on 'Storage' (192.168.10.1) while 'MGMT' (10.0.0.1) already has one" in finding.message
+    )
+    for option in (
+        "interface_metric",
+        "skip_as_source: true",
+        "register_in_dns: false",
+        "allow_second_default_gateway",
+    ):
+        assert option in finding.message
+
+
+def test_with_the_option_a_second_gateway_is_a_warning_and_the_metric_source_and_dns_options_are_set():
+    args = dict(STATIC_WITH_GATEWAY, interface_metric=500, skip_as_source=True, register_in_dns=False)
+    result = plan(desired(team_nic_ip=args, allow_second_default_gateway=True), state("team_up"))
+    assert codes(result.findings, "warn") == ["second_default_gateway"]
+    assert result.changes[-1] == {
+        "action": "set_ip_options",
+        "interface": "Storage",
+        "interface_metric": 500,
+        "address": "192.168.10.50",
+        "skip_as_source": True,
+        "register_in_dns": False,
+    }
+    rendered = [c["command"] for c in commands_for(result.changes[-1])]
+    assert rendered == ["Set-NetIPInterface", "Set-NetIPAddress", "Set-DnsClient"]
+
+
+def test_moving_a_members_gateway_to_the_team_adds_no_second_one():
+    result = plan(desired(team_nic_ip={"source": "members"}, allow_management_change=True), state("winrm_on_member"))
+    assert "second_default_gateway" not in [f.code for f in result.findings]
+
+
+def test_a_gateway_where_no_other_interface_has_one_passes():
+    data = raw("team_up")
+    data["routes"] = []
+    result = plan(desired(team_nic_ip=STATIC_WITH_GATEWAY), parse_host_state(data))
+    assert "second_default_gateway" not in [f.code for f in result.findings]
