@@ -2,8 +2,10 @@
 # `make help` lists the targets; the two that matter first:
 #
 #   make demo            build the local lab, run playbooks/site.yml on it, print the audit, tear the lab down (KEEP=1 keeps it)
-#   make test            everything CI runs: lint, sanity, units, package tests, execution environment, molecule scenarios
-#   make check           the edit-test loop: lint, sanity, units, package tests, quick benchmarks (a few minutes)
+#   make test            everything CI runs: lint, sanity, Galaxy's import checks, units, package tests, execution
+#                        environment, molecule scenarios
+#   make check           the edit-test loop: lint, sanity, Galaxy's import checks, units, package tests, quick
+#                        benchmarks (a few minutes)
 #
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -20,6 +22,11 @@ WORK := $(ROOT)/.work
 TOOLS_VENV := $(ROOT)/.venv-tools
 TOOLS_BIN := $(TOOLS_VENV)/bin
 TOOLS_COLLECTION_LINK := $(TOOLS_VENV)/collections/ansible_collections/hpc/balance
+# galaxy-check's tools (galaxy-importer, antsibull-docs) pin older libraries than the rest: an environment of their own,
+# kept with the other generated state in .work/ (which no linter, build or tree walk reads).
+GALAXY_VENV := $(WORK)/venv-galaxy
+GALAXY_BIN := $(GALAXY_VENV)/bin
+GALAXY_WORK := $(WORK)/galaxy
 # The checkout seen as an installed collection: <COLLECTIONS>/ansible_collections/hpc/balance -> $(ROOT)
 COLLECTIONS := $(VENV)/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/hpc/balance
@@ -36,9 +43,12 @@ REPORT_DIR ?= $(ROOT)/report
 APT_REQUIREMENTS := $(ROOT)/requirements/apt.txt
 APT_TESTED := $(ROOT)/requirements/apt-tested.txt
 APT_STAMP := $(WORK)/stamps/apt.$(shell cat $(APT_REQUIREMENTS) | md5sum | cut -c1-12)
-# Only the pip files: a new tested Debian version (apt-tested.txt) must not reinstall the virtualenv.
-VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(filter-out $(APT_REQUIREMENTS) $(APT_TESTED),$(wildcard $(ROOT)/requirements/*.txt)) $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
+# Only the pip files: a new tested Debian version (apt-tested.txt) must not reinstall the virtualenv, nor a new pin of
+# galaxy-check's own environment (GALAXY_VENV).
+GALAXY_REQUIREMENTS := $(ROOT)/requirements/galaxy.txt $(ROOT)/requirements/galaxy-constraints.txt
+VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(filter-out $(APT_REQUIREMENTS) $(APT_TESTED) $(GALAXY_REQUIREMENTS),$(wildcard $(ROOT)/requirements/*.txt)) $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 TOOLS_STAMP := $(WORK)/stamps/tools.$(shell cat $(addprefix $(ROOT)/requirements/,controller.txt tools.txt constraints.txt) | md5sum | cut -c1-12)
+GALAXY_STAMP := $(WORK)/stamps/galaxy.$(shell cat $(GALAXY_REQUIREMENTS) | md5sum | cut -c1-12)
 # ansible-test's pip bootstrap script, placed under the name the installed ansible-test asks for: placed again when
 # the script or the ansible-core pin (controller.txt, which brings ansible-test and its pip pin) changes.
 GET_PIP_STAMP := $(WORK)/stamps/get-pip.$(shell cat $(ROOT)/tests/sanity/get_pip_offline.py $(ROOT)/requirements/controller.txt | md5sum | cut -c1-12)
@@ -54,8 +64,8 @@ TEST_WORKERS ?= 2
 PS1_PARSE_CHECK := tests/ps1/check_ps1_parse.py
 MOLECULE_SCENARIOS := default lvs-netns lvs-uml gpu-moe
 # The steps of make test and make check, in order (molecule:NAME is one scenario).
-TEST_STEPS := setup test-folders lint sanity units moe-test bench-quick gpu-check ee $(addprefix molecule:,$(MOLECULE_SCENARIOS))
-CHECK_STEPS := test-folders lint sanity units moe-test bench-quick
+TEST_STEPS := setup test-folders lint sanity galaxy-check units moe-test bench-quick gpu-check ee $(addprefix molecule:,$(MOLECULE_SCENARIOS))
+CHECK_STEPS := test-folders lint sanity galaxy-check units moe-test bench-quick
 require = @for p in $(1); do [ -e "$(ROOT)/$$p" ] || { echo "make: $$p is missing; it is listed in the Makefile and \
 	make test must not run without it (update the Makefile if it moved)" >&2; exit 1; }; done
 
@@ -90,8 +100,12 @@ LINT_VENV_TARGET := $(if $(wildcard $(VENV_STAMP)),venv,tools-venv)
 LIGHT_ENV = $(TOOL_ENV) \
 	PATH=$(LINT_BIN):$$PATH \
 	ANSIBLE_COLLECTIONS_PATH=$(LINT_VENV)/collections
+# What galaxy-check runs with: its own environment, and only the collection it installed from the tarball.
+GALAXY_ENV = $(TOOL_ENV) \
+	PATH=$(GALAXY_BIN):$$PATH \
+	ANSIBLE_COLLECTIONS_PATH=$(GALAXY_WORK)/collections
 
-.PHONY: help setup apt apt-record venv tools-venv env lint sanity units moe-test ee molecule test-folders test check gpu-check \
+.PHONY: help setup apt apt-record venv tools-venv galaxy-venv env lint sanity galaxy-check units moe-test ee molecule test-folders test check gpu-check \
 	bench bench-quick demo lab-up \
 	lab-down lab-status lab-image clean
 
@@ -137,6 +151,16 @@ $(TOOLS_STAMP):
 	@$(TOOLS_BIN)/pip check >/dev/null
 	@touch $@
 
+galaxy-venv: $(GALAXY_STAMP) ## galaxy-check's environment in .work/venv-galaxy/ (requirements/galaxy.txt)
+$(GALAXY_STAMP):
+	@mkdir -p $(dir $@)
+	@[ -x $(GALAXY_BIN)/python ] || python3 -m venv $(GALAXY_VENV)
+	@echo "setup: installing galaxy-importer and antsibull-docs into .work/venv-galaxy (requirements/galaxy.txt)" >&2
+	@$(TOOL_ENV) $(GALAXY_BIN)/pip install -q -c $(ROOT)/requirements/galaxy-constraints.txt \
+		-r $(ROOT)/requirements/galaxy.txt >&2
+	@$(GALAXY_BIN)/pip check >/dev/null
+	@touch $@
+
 # ansible-test fetches a pip bootstrap script from a host that clusters and this lab cannot reach; this stand-in
 # installs the same pip release from the configured package index instead.
 $(GET_PIP_STAMP): | $(LINT_VENV_TARGET)
@@ -161,13 +185,39 @@ lint: $(LINT_VENV_TARGET) ## ruff, ansible-lint (production profile), PowerShell
 	@echo "== PowerShell parse check (tree-sitter-powershell)"
 	@$(LIGHT_ENV) $(LINT_BIN)/python $(ROOT)/$(PS1_PARSE_CHECK) $(ROOT)
 
-sanity: $(LINT_VENV_TARGET) $(GET_PIP_STAMP) ## ansible-test sanity on a copy of the collection
+sanity: $(LINT_VENV_TARGET) $(GET_PIP_STAMP) ## ansible-test sanity on a copy of the collection (packages/ included)
 	@rm -rf $(WORK)/sanity && mkdir -p $(WORK)/sanity/ansible_collections/hpc/balance
-	@cd $(ROOT) && git ls-files -co --exclude-standard -z | grep -zv '^packages/' \
+	@cd $(ROOT) && git ls-files -co --exclude-standard -z \
 		| tar --null -T - -cf - | tar -xf - -C $(WORK)/sanity/ansible_collections/hpc/balance
 	@# A git repository of its own, or ansible-test would list files from the enclosing checkout (where .work is ignored).
 	@cd $(WORK)/sanity/ansible_collections/hpc/balance && git init -q && git add -A
 	@cd $(WORK)/sanity/ansible_collections/hpc/balance && $(LIGHT_ENV) ansible-test sanity --local --python 3.11 --color no
+
+# Galaxy's import on the built tarball: galaxy-importer (ansible-doc on every plugin, ansible-lint, the metadata; its
+# docker-only ansible-test step is make sanity's job) and antsibull-docs lint-collection-docs --plugin-docs on the
+# tarball installed (the docs pages Galaxy and docs.ansible.com render). The importer exits 0 on its own errors (a
+# plugin ansible-doc cannot read drops every plugin's docs): any ERROR line fails the target; warnings are printed.
+galaxy-check: $(GALAXY_STAMP) ## galaxy-importer and antsibull-docs lint on the built tarball, as Galaxy imports it
+	@rm -rf $(GALAXY_WORK) && mkdir -p $(GALAXY_WORK)/dist $(GALAXY_WORK)/collections
+	@cd $(ROOT) && $(GALAXY_ENV) ansible-galaxy collection build --output-path $(GALAXY_WORK)/dist >/dev/null
+	@cd $(GALAXY_WORK) && $(GALAXY_ENV) ansible-galaxy collection install --no-deps -p collections dist/*.tar.gz >/dev/null
+	@# The two run side by side; each one's output is printed after both have ended.
+	@cd $(GALAXY_WORK)/collections/ansible_collections/hpc/balance && { $(GALAXY_ENV) antsibull-docs \
+		lint-collection-docs --plugin-docs --validate-collection-refs all --disallow-unknown-collection-refs . \
+		> $(GALAXY_WORK)/antsibull-docs.log 2>&1; echo $$? > $(GALAXY_WORK)/antsibull-docs.rc; } & \
+	cd $(GALAXY_WORK) && $(GALAXY_ENV) GALAXY_IMPORTER_CONFIG=$(ROOT)/tools/galaxy-importer.cfg \
+		python -m galaxy_importer.main dist/*.tar.gz > importer.log 2>&1 || echo $$? > importer.rc; wait
+	@echo "== galaxy-importer $$(ls $(GALAXY_WORK)/dist) (full log: .work/galaxy/importer.log)"
+	@awk '/^(WARNING|ERROR):/ && !seen[$$0]++' $(GALAXY_WORK)/importer.log
+	@echo "galaxy-importer: $$(awk '/^ERROR:/ && !seen[$$0]++' $(GALAXY_WORK)/importer.log | wc -l) error(s)," \
+		"$$(awk '/^WARNING:/ && !seen[$$0]++' $(GALAXY_WORK)/importer.log | wc -l) warning(s)"
+	@echo "== antsibull-docs lint-collection-docs --plugin-docs"
+	@cat $(GALAXY_WORK)/antsibull-docs.log
+	@[ ! -e $(GALAXY_WORK)/importer.rc ] && ! grep -q '^ERROR:' $(GALAXY_WORK)/importer.log \
+		&& grep -q '^Importer processing completed successfully' $(GALAXY_WORK)/importer.log \
+		|| { echo "galaxy-check: galaxy-importer failed (see above)" >&2; exit 1; }
+	@[ "$$(cat $(GALAXY_WORK)/antsibull-docs.rc)" = 0 ] \
+		|| { echo "galaxy-check: antsibull-docs lint-collection-docs failed (see above)" >&2; exit 1; }
 
 units: venv ## unit tests of plugins, roles, PowerShell, playbooks and the lab
 	$(call require,$(UNIT_TEST_DIRS))
@@ -233,7 +283,7 @@ test: ## everything CI runs; ends with a table of each step's wall time
 	@$(STEP_TIMES) make $(WORK)/step-times-test.tsv $(TEST_STEPS)
 	@echo "make test: all checks passed"
 
-check: ## the edit-test loop (lint, sanity, units, package tests, quick benchmarks); ends with the time table
+check: ## the edit-test loop (lint, sanity, Galaxy's import checks, units, package tests, quick benchmarks); ends with the time table
 	@$(STEP_TIMES) make $(WORK)/step-times-check.tsv $(CHECK_STEPS)
 	@echo "make check: all checks passed"
 

@@ -34,7 +34,7 @@ def skewed_topk(tokens: int, hot: list[int], generator: torch.Generator) -> torc
     """(tokens, TOP_K) distinct experts per token; HOT_SHARE of the pairs on ``hot``, in expectation."""
     weight = torch.full((EXPERTS,), (1 - HOT_SHARE) / (EXPERTS - len(hot)))
     weight[hot] = HOT_SHARE / len(hot)
-    return torch.stack([torch.multinomial(weight, TOP_K, generator=generator) for _ in range(tokens)])
+    return torch.stack([torch.multinomial(weight, TOP_K, generator=generator) for _token in range(tokens)])
 
 
 def _rank(rank: int, store_path: str, sizes: dict, out_path: str) -> None:

@@ -103,7 +103,7 @@ def timed(function, repeats: int) -> tuple[float, float, object, float]:
     CPU time of this process (``time.process_time``: on a shared host it moves less than wall time)."""
     result = function()
     times, cpu_times = [], []
-    for _ in range(repeats):
+    for _repeat in range(repeats):
         start, cpu_start = time.perf_counter(), time.process_time()
         result = function()
         times.append(time.perf_counter() - start)
@@ -156,9 +156,9 @@ def bench_exact(num_layers: int, fast_repeats: int, loop_repeats: int, vllm_repe
     figures = {}
     for label, num_groups in (("hierarchical (8 groups)", 8), ("global (4 groups / 8 nodes)", 4)):
         args = (weight, 320, num_groups, 8, 64)
-        loop_best, _, loop, _ = timed(lambda: rebalance_experts_reference(*args), loop_repeats)  # noqa: B023
-        vllm_best, _, vllm_phy2log, vllm_cpu = timed(lambda: vllm_numpy_rebalance(*args), vllm_repeats)  # noqa: B023
-        fast_best, _, fast, fast_cpu = timed(lambda: rebalance_experts(*args), fast_repeats)  # noqa: B023
+        loop_best, _loop_median, loop, _loop_cpu = timed(lambda: rebalance_experts_reference(*args), loop_repeats)  # noqa: B023
+        vllm_best, _vllm_median, vllm_phy2log, vllm_cpu = timed(lambda: vllm_numpy_rebalance(*args), vllm_repeats)  # noqa: B023
+        fast_best, _fast_median, fast, fast_cpu = timed(lambda: rebalance_experts(*args), fast_repeats)  # noqa: B023
         same = all(torch.equal(a, b) for a, b in zip(fast, loop, strict=True))
         same_vllm = torch.equal(fast[0], vllm_phy2log)
         print(
@@ -185,8 +185,8 @@ def bench_improved(num_layers: int, repeats: int) -> None:
     weight = lognormal_loads(num_layers, 256, seed=1)
     slot_gpu = torch.repeat_interleave(torch.arange(64), gpu_slot_counts(320, 64, 8))
     for label, num_groups in (("groups == nodes (8)", 8), ("global (4 groups / 8 nodes)", 4)):
-        exact, _, _ = rebalance_experts(weight, 320, num_groups, 8, 64)
-        improved_s, _, plan, improved_cpu_s = timed(
+        exact, _log2phy, _logcnt = rebalance_experts(weight, 320, num_groups, 8, 64)
+        improved_s, _improved_median, plan, improved_cpu_s = timed(
             lambda: plan_rebalance(weight, 320, num_groups, 8, 64, compare_exact=False),  # noqa: B023
             repeats,
         )
@@ -211,7 +211,7 @@ def bench_replicas(repeats: int) -> None:
     )
     for num_ranks in (16, 32, 64):
         load = synthetic_load(num_ranks, 256, 131072, 1.70, seed=0)
-        seconds, _, plan, _ = timed(
+        seconds, _median_s, plan, _cpu_s = timed(
             lambda: plan_replicas(load, spare_slots_per_rank=2, ranks_per_node=8, backend="torch"),  # noqa: B023
             repeats,
         )

@@ -79,13 +79,13 @@ def compare(device: torch.device, tokens: int, experts: int, top_k: int, repeats
 
     def eager_step():
         x = base.clone().requires_grad_(True)
-        probs, _, _, aux, z = megatron_eager(x, top_k)
+        probs, _topk_idx, _counts, aux, z = megatron_eager(x, top_k)
         ((probs * upstream_dense).sum() + aux + z).backward()
         return x.grad
 
     def package_step():
         x = base.clone().requires_grad_(True)
-        gates, idx, _, aux, z = package_path(x, top_k, backend)
+        gates, idx, _counts, aux, z = package_path(x, top_k, backend)
         ((gates * upstream_dense.gather(1, idx)).sum() + aux + z).backward()
         return x.grad
 
@@ -102,7 +102,7 @@ def compare(device: torch.device, tokens: int, experts: int, top_k: int, repeats
     }
 
     timings = {"eager_forward": [], "package_forward": [], "eager_fwd_bwd": [], "package_fwd_bwd": []}
-    for _ in range(repeats):  # interleaved, so drift from other load hits both sides alike
+    for _repeat in range(repeats):  # interleaved, so drift from other load hits both sides alike
         timings["eager_forward"].append(_time(eager_forward, device))
         timings["package_forward"].append(_time(package_forward, device))
         timings["eager_fwd_bwd"].append(_time(eager_step, device))

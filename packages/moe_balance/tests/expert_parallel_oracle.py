@@ -33,7 +33,7 @@ def routing(rank: int, kind: str, num_experts: int = EXPERTS, tokens: int = TOKE
         hot = num_experts // 4
         weight[:hot] = 0.7 / hot
         weight[hot:] = 0.3 / (num_experts - hot)
-    draws = [torch.multinomial(weight, TOP_K, generator=generator) for _ in range(tokens)]
+    draws = [torch.multinomial(weight, TOP_K, generator=generator) for _token in range(tokens)]
     topk_idx = torch.stack(draws) if draws else torch.zeros((0, TOP_K), dtype=torch.int64)
     if kind == "balanced":
         topk_idx = (TOP_K * torch.arange(tokens).unsqueeze(1) + torch.arange(TOP_K)) % num_experts
@@ -61,7 +61,7 @@ def reference_run(world_size: int, kind: str, num_experts: int = EXPERTS):
     outputs, input_grads = [], []
     xs = [batch[0].clone().requires_grad_() for batch in batches]
     loss = 0
-    for x, (_, topk_idx, gates, upstream) in zip(xs, batches, strict=True):
+    for x, (_x, topk_idx, gates, upstream) in zip(xs, batches, strict=True):
         y = reference_moe(x, topk_idx, gates, *weights)
         outputs.append(y.detach())
         loss = loss + (y * upstream).sum()

@@ -40,7 +40,7 @@ def assign_tokens_reference(
                 bids.setdefault(best_column, []).append((-regret, source))
             for column, column_bids in bids.items():
                 room = left[column]
-                for _, source in sorted(column_bids):
+                for _regret, source in sorted(column_bids):
                     take = min(room, remaining[source])
                     room -= take
                     remaining[source] -= take

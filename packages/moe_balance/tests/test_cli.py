@@ -33,7 +33,7 @@ def smoke_run(tmp_path_factory):
 
 
 def test_smoke_prints_one_json_object_and_exits_zero(smoke_run):
-    done, _ = smoke_run
+    done, _records_out = smoke_run
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)  # the whole stdout is one object
     assert set(result) == {"ok", "version", "device", "checks", "timings_s", "records", "devices", "runtime"}

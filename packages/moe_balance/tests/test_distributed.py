@@ -51,7 +51,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
             aux_values.append(global_loss(torch.softmax(shard, -1), route(shard, TOP_K).tokens_per_expert).item())
             reduced_counts.append(balancer.update(routing.tokens_per_expert))
             monitor.step(step)
-        gathered = [torch.zeros(EXPERTS) for _ in range(WORLD_SIZE)]
+        gathered = [torch.zeros(EXPERTS) for _rank in range(WORLD_SIZE)]
         dist.all_gather(gathered, balancer.bias)
         torch.save(
             {
@@ -85,31 +85,31 @@ def single_process_run():
 
 
 def test_all_reduced_counts_equal_single_process_counts(ranks):
-    results, _ = ranks
-    counts, _ = single_process_run()
+    results, _out_dir = ranks
+    counts, _bias = single_process_run()
     for result in results:
         assert torch.equal(result["counts"], counts)
 
 
 def test_every_rank_holds_the_same_bias(ranks):
-    results, _ = ranks
-    _, bias = single_process_run()
+    results, _out_dir = ranks
+    _counts, bias = single_process_run()
     for result in results:
         assert torch.equal(result["biases"], bias.expand(WORLD_SIZE, EXPERTS))
     assert bias.abs().sum() > 0  # the bias did move
 
 
 def test_monitor_writes_global_counts_once(ranks):
-    _, out_dir = ranks
+    _results, out_dir = ranks
     records, skipped = read_records(out_dir / "experts.jsonl")
-    counts, _ = single_process_run()
+    counts, _bias = single_process_run()
     assert skipped == 0 and len(records) == 1  # only rank 0 writes
     assert records[0]["tokens_per_expert"] == counts.sum(0).tolist()
     assert records[0]["num_tokens"] == TOKENS * STEPS and records[0]["world_size"] == WORLD_SIZE
 
 
 def test_global_batch_aux_loss_uses_counts_from_every_rank(ranks):
-    results, _ = ranks
+    results, _out_dir = ranks
     accumulated = torch.zeros(EXPERTS, dtype=torch.float64)
     for step in range(STEPS):
         accumulated += route(full_logits(step), TOP_K).tokens_per_expert.to(torch.float64)

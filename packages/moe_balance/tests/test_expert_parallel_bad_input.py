@@ -79,7 +79,7 @@ def _bad_inputs(rank, world_size, folder):
         "one rank's file is missing": attempt(lambda: load("good.json" if rank != 2 else "missing.json")),
     }
     layer = ExpertParallelMoE(_config())
-    x, topk_idx, gates, _ = routing(rank, "skewed")
+    x, topk_idx, gates, _upstream = routing(rank, "skewed")
     load_matrix = _global_load()
     plan = plan_replicas(load_matrix, spare_slots_per_rank=2, ranks_per_node=RANKS_PER_NODE)
     inflated = type(plan)(**{**plan.__dict__, "tokens": plan.tokens * 3})

@@ -31,7 +31,7 @@ def test_every_rank_receives_exactly_the_rows_its_peers_send_in_the_slots_they_m
     num_slots = RANKS * SLOTS_PER_RANK
     weight = torch.ones(num_slots)
     weight[:2] = 8.0  # rank 0's slots are hot
-    physical = [torch.multinomial(weight, 40, replacement=True, generator=generator) for _ in range(RANKS)]
+    physical = [torch.multinomial(weight, 40, replacement=True, generator=generator) for _rank in range(RANKS)]
     load = torch.stack([torch.bincount(p, minlength=num_slots) for p in physical])  # (ranks, R)
     plan = plan_replicas(load, spare_slots_per_rank=SPARES, ranks_per_node=2)
     layouts = [dispatch_layout(r, physical[r], load, plan, SLOTS_PER_RANK, SPARES) for r in range(RANKS)]

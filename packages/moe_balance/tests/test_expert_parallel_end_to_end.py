@@ -88,12 +88,12 @@ def planned(tmp_path_factory):
 
 
 def test_the_planner_writes_the_schema_the_executor_reads(planned):
-    _, document, _ = planned
+    _report, document, _ranks = planned
     assert document["schema"] == SCHEMA
 
 
 def test_tokens_computed_per_rank_land_within_5_percent_of_the_placements_prediction(planned):
-    _, document, ranks = planned
+    _report, document, ranks = planned
     predicted = document["predicted_max_over_mean"][0]
     measured = ranks[0]["records"][0]["computed_max_over_mean"]
     assert document["source"]["window"] == "last" and predicted < 1.2
@@ -101,7 +101,7 @@ def test_tokens_computed_per_rank_land_within_5_percent_of_the_placements_predic
 
 
 def test_the_job_moves_the_slots_the_planner_counted(planned):
-    report, _, ranks = planned
+    report, _document, ranks = planned
     move = ranks[0]["move"]
     assert len(move["changed_slots"]) == report["moved_slots"] > 0
     remote = (move["bytes_within_node"] + move["bytes_across_nodes"]) // SLOT_BYTES
@@ -109,7 +109,7 @@ def test_the_job_moves_the_slots_the_planner_counted(planned):
 
 
 def test_a_replica_plan_on_top_evens_the_ranks_out_further(planned):
-    _, document, ranks = planned
+    _report, document, ranks = planned
     with_replicas = ranks[0]["records"][2]
     assert with_replicas["tokens_computed_per_rank"] == with_replicas["tokens_predicted_per_rank"]
     assert with_replicas["computed_max_over_mean"] <= min(document["predicted_max_over_mean"][0], 1.01)

@@ -95,14 +95,14 @@ def references():
 
 @pytest.mark.parametrize("case", CASES)
 def test_outputs_equal_the_single_process_reference(ranks, references, case):
-    outputs, _, _ = references[CASES[case][0]]
+    outputs, _input_grads, _weight_grads = references[CASES[case][0]]
     for rank, result in enumerate(ranks):
         torch.testing.assert_close(result[case]["y"], outputs[rank], atol=TOLERANCE, rtol=0)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_input_gradients_equal_the_single_process_reference(ranks, references, case):
-    _, input_grads, _ = references[CASES[case][0]]
+    _outputs, input_grads, _weight_grads = references[CASES[case][0]]
     for rank, result in enumerate(ranks):
         torch.testing.assert_close(result[case]["x_grad"], input_grads[rank], atol=TOLERANCE, rtol=0)
 
@@ -110,7 +110,7 @@ def test_input_gradients_equal_the_single_process_reference(ranks, references, c
 @pytest.mark.parametrize("case", CASES)
 def test_every_expert_weight_gradient_equals_the_single_process_reference(ranks, references, case):
     """Guests' gradients were added at home; an expert with two physical slots has its gradient split over them."""
-    _, _, weight_grads = references[CASES[case][0]]
+    _outputs, _input_grads, weight_grads = references[CASES[case][0]]
     phy2log = ranks[0][case]["phy2log"]
     for index, reference in enumerate(weight_grads):
         per_slot = torch.cat([result[case]["weight_grads"][index] for result in ranks])  # (R, ...)
@@ -120,7 +120,7 @@ def test_every_expert_weight_gradient_equals_the_single_process_reference(ranks,
 
 @pytest.mark.parametrize("case", CASES)
 def test_after_summing_replica_gradients_every_slot_holds_its_experts_whole_gradient(ranks, references, case):
-    _, _, weight_grads = references[CASES[case][0]]
+    _outputs, _input_grads, weight_grads = references[CASES[case][0]]
     phy2log = ranks[0][case]["phy2log"]
     for index, reference in enumerate(weight_grads):
         per_slot = torch.cat([result[case]["summed_grads"][index] for result in ranks])  # (R, ...)

@@ -108,7 +108,7 @@ def _placement_cases(rank, world_size, placement_path):
     again = apply_placement(tensors, new, new, ranks_per_node=RANKS_PER_NODE)
     ops_again = list(log)
 
-    modules = nn.ModuleList(nn.Linear(3, 2) for _ in mine)
+    modules = nn.ModuleList(nn.Linear(3, 2) for _slot in mine)
     with torch.no_grad():
         for module, slot in zip(modules, mine, strict=True):
             module.weight.copy_(pattern(int(current[slot]), 0, (2, 3)))
@@ -137,7 +137,7 @@ def _placement_cases(rank, world_size, placement_path):
             weight.copy_(full[current[rank * SLOTS_PER_RANK : (rank + 1) * SLOTS_PER_RANK]])
     placement = load_placement(placement_path, num_experts=EXPERTS, slots_per_rank=SLOTS_PER_RANK)
     layer.apply_placement(placement.row(0))
-    x, topk_idx, gates, _ = routing(rank, "skewed")
+    x, topk_idx, gates, _upstream = routing(rank, "skewed")
     return {
         "holds_new": holds_new,
         "record": move.as_record(),
@@ -153,7 +153,7 @@ def _placement_cases(rank, world_size, placement_path):
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ep-placement")
-    _, new = current_and_new()
+    _current, new = current_and_new()
     (folder / "expert_placement.json").write_text(json.dumps(placement_document([new.tolist()])))
     outcomes = run_ranks(_placement_cases, WORLD_SIZE, folder, str(folder / "expert_placement.json"))
     errors = [outcome["error"] for outcome in outcomes if "error" in outcome]
@@ -188,9 +188,9 @@ def test_only_changed_slots_travel(ranks):
         remote = [(dst, src) for dst, src in zip(*rank_of, strict=True) if dst != src]
         sent = sum(1 for dst, src in remote if src == rank) * slot_bytes
         received = sum(1 for dst, src in remote if dst == rank) * slot_bytes
-        assert sum(size for kind, _, size in result["ops"] if kind == "isend") == sent
-        assert sum(size for kind, _, size in result["ops"] if kind == "irecv") == received
-        peers = [(kind, peer) for kind, peer, _ in result["ops"]]
+        assert sum(size for kind, _peer, size in result["ops"] if kind == "isend") == sent
+        assert sum(size for kind, _peer, size in result["ops"] if kind == "irecv") == received
+        peers = [(kind, peer) for kind, peer, _size in result["ops"]]
         assert len(peers) == len(set(peers))  # one message per peer and direction
         assert (result["record"]["sent_bytes"], result["record"]["received_bytes"]) == (sent, received)
 
@@ -209,8 +209,8 @@ def test_bytes_within_and_across_nodes_add_up_to_what_the_ranks_sent(ranks):
 
 
 def test_a_layer_that_loaded_and_applied_the_placement_computes_the_reference(ranks):
-    outputs, _, _ = reference_run(WORLD_SIZE, "skewed")
-    _, new = current_and_new()
+    outputs, _input_grads, _weight_grads = reference_run(WORLD_SIZE, "skewed")
+    _current, new = current_and_new()
     for rank, result in enumerate(ranks):
         assert torch.equal(result["layer_phy2log"], new)
         torch.testing.assert_close(result["layer_y"], outputs[rank], atol=1e-5, rtol=0)

@@ -72,7 +72,7 @@ class _LaunchFinder(ast.NodeVisitor):
             ast.unparse(item.context_expr.args[0])
             for item in node.items
             if isinstance(item.context_expr, ast.Call)
-            and ast.unparse(item.context_expr.func).split(".")[-1] == GUARD
+            and ast.unparse(item.context_expr.func).rsplit(".", maxsplit=1)[-1] == GUARD
             and item.context_expr.args
         ]
         self.guards.extend(guards)
@@ -81,7 +81,7 @@ class _LaunchFinder(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Subscript):
-            name = ast.unparse(node.func.value).split(".")[-1]
+            name = ast.unparse(node.func.value).rsplit(".", maxsplit=1)[-1]
             if name in self.kernels:
                 self.launches.append(
                     Launch(

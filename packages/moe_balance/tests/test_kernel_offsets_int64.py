@@ -59,7 +59,7 @@ class _Offsets:
             for node in ast.walk(kernel)
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
         ]
-        for _ in range(len(assignments) + 1):  # to a fixed point; assignments are few
+        for _pass in range(len(assignments) + 1):  # to a fixed point; assignments are few
             for name, value in assignments:
                 if self.grows(value):
                     self.from_program_id.add(name)

@@ -54,7 +54,7 @@ def megatron_masked_z_loss(logits, padding_mask):
 def padded_batch():
     gen = torch.Generator().manual_seed(0)
     batch, seq, experts = 3, 5, 8
-    layers = [torch.randn(batch * seq, experts, generator=gen, dtype=torch.float64) for _ in range(2)]
+    layers = [torch.randn(batch * seq, experts, generator=gen, dtype=torch.float64) for _layer in range(2)]
     attention_mask = torch.ones(batch, seq, dtype=torch.long)
     attention_mask[0, 3:] = 0
     attention_mask[2, 1:] = 0
@@ -88,7 +88,7 @@ def test_padding_rows_get_no_gradient(padded_batch):
 
 
 def test_a_full_mask_changes_nothing(padded_batch):
-    layers, _ = padded_batch
+    layers, _attention_mask = padded_batch
     everything = torch.ones(15, dtype=torch.bool)
     assert torch.equal(aux_loss(layers[0], 2, attention_mask=everything), aux_loss(layers[0], 2))
 

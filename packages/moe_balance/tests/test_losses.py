@@ -30,7 +30,7 @@ def balanced_logits(draw):
     repeats = draw(st.integers(1, 3))
     base = draw(st.lists(st.integers(-40, 40), min_size=num_experts, max_size=num_experts, unique=True))
     row = torch.tensor(base, dtype=torch.float64) / 10  # distinct by 0.1: no ties in the selection
-    logits = torch.stack([torch.roll(row, shift) for _ in range(repeats) for shift in range(num_experts)])
+    logits = torch.stack([torch.roll(row, shift) for _repeat in range(repeats) for shift in range(num_experts)])
     return logits, top_k
 
 
@@ -83,7 +83,7 @@ def test_sequence_aux_loss_matches_the_reference(case, seq_len):
 @FAST
 @given(random_logits())
 def test_z_loss_matches_the_reference(case):
-    logits, _ = case
+    logits, _top_k = case
     assert z_loss(logits).item() == pytest.approx(z_loss_reference(logits), rel=1e-12)
 
 
@@ -123,7 +123,7 @@ def test_counts_after_dropping_are_refused():
 
 def test_hf_pools_layers_along_the_tokens():
     gen = torch.Generator().manual_seed(0)
-    layers = [torch.randn(12, 6, generator=gen, dtype=torch.float64) for _ in range(3)]
+    layers = [torch.randn(12, 6, generator=gen, dtype=torch.float64) for _layer in range(3)]
     pooled = aux_loss(layers, 2, convention="hf").item()
     assert pooled == pytest.approx(2 * aux_loss(torch.cat(layers), 2).item(), abs=1e-12)
     per_layer_mean = sum(aux_loss(x, 2).item() for x in layers) / 3
@@ -140,7 +140,7 @@ def test_masked_probability_variant_is_not_the_reference():
 
 def test_global_batch_loss_counts_f_over_all_micro_batches():
     gen = torch.Generator().manual_seed(1)
-    micro = [torch.randn(16, 8, generator=gen, dtype=torch.float64) for _ in range(3)]
+    micro = [torch.randn(16, 8, generator=gen, dtype=torch.float64) for _micro_batch in range(3)]
     loss = GlobalBatchAuxLoss(8, 2)
     for x in micro:
         value = loss(torch.softmax(x, -1), route(x, 2).tokens_per_expert)

@@ -110,7 +110,7 @@ def test_group_topk_need_not_divide_top_k(biased):
 
 def test_softmax_groups_on_logits_match_megatron_default():
     """Item 5: Megatron's softmax default ranks groups on the logits (use_pre_softmax=False)."""
-    logits, _ = logits_and_bias(5)
+    logits, _bias = logits_and_bias(5)
     config = RouterConfig.megatron(4, score="softmax", num_groups=8, group_topk=3)
     routing = route(logits, config)
     probs, idx = megatron_topk_routing(logits, 4, score_function="softmax", num_groups=8, group_topk=3)
@@ -122,7 +122,7 @@ def test_softmax_groups_on_logits_match_megatron_default():
 
 def test_groups_on_probabilities_differ_from_megatron_softmax_default_somewhere():
     """The package default (groups on probabilities, DeepSeek) is another rule once a group sums two scores."""
-    logits, _ = logits_and_bias(5, num_tokens=512)
+    logits, _bias = logits_and_bias(5, num_tokens=512)
     ours = route(logits, 4, num_groups=8, group_topk=2).topk_idx
     megatron = megatron_topk_routing(logits, 4, score_function="softmax", num_groups=8, group_topk=2)[1]
     assert not torch.equal(ours, megatron)
@@ -131,7 +131,7 @@ def test_groups_on_probabilities_differ_from_megatron_softmax_default_somewhere(
 
 def test_sigmoid_top1_gate_is_the_raw_score_in_megatron():
     """Item 5: Megatron normalises sigmoid gates only when topk > 1; DeepSeek-V3 always normalises (gate 1.0)."""
-    logits, _ = logits_and_bias(2)
+    logits, _bias = logits_and_bias(2)
     megatron = route(logits, RouterConfig.megatron(1, score="sigmoid"))
     probs, idx = megatron_topk_routing(logits, 1, score_function="sigmoid")
     assert torch.equal(megatron.topk_idx, idx)
@@ -180,7 +180,7 @@ def test_gates_from_bf16_logits_stay_float32_one_cast_from_megatrons_bf16(score)
     logits give it bf16 gates: ours cast to bf16 are those, within one bf16 rounding."""
     gen = torch.Generator().manual_seed(17)
     # Distinct multiples of 1/8, exact in bf16: no ties, so both pick the same experts in the same order.
-    logits = (torch.stack([torch.randperm(32, generator=gen) for _ in range(64)]) / 8 - 2).to(torch.bfloat16)
+    logits = (torch.stack([torch.randperm(32, generator=gen) for _row in range(64)]) / 8 - 2).to(torch.bfloat16)
     config = RouterConfig.megatron(4, score=score)
     routing = route(logits, config)
     stats = router_stats(logits, config, backend="torch")

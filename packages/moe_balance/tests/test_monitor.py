@@ -59,7 +59,7 @@ def test_forward_hook_observes_router_outputs(tmp_path, routing_fn):
     monitor = make_monitor(tmp_path, num_layers=1)
     router = Router()
     router.register_forward_hook(monitor.hook(0))
-    out, _ = router(torch.randn(5, 4))
+    out, _other = router(torch.randn(5, 4))
     record = monitor.flush(0)[0]
     assert record["tokens_per_expert"] == out.tokens_per_expert.tolist() and record["num_tokens"] == 5
 

@@ -23,7 +23,7 @@ def test_greedy_pack_decides_like_the_loop(items, packs, tied):
     weight = loads(items + packs, (5, items), tied)
     fast = pack_of_items(greedy_pack(weight, packs), packs)
     for row in range(weight.shape[0]):
-        pack, _ = greedy_pack_reference(weight[row], packs)
+        pack, _rank_in_pack = greedy_pack_reference(weight[row], packs)
         assert torch.equal(fast[row], pack)
 
 
@@ -41,7 +41,7 @@ def test_replicate_picks_like_the_loop(experts, slots, tied):
 
 def test_replicate_respects_max_count():
     weight = torch.tensor([[1000.0, 1.0, 1.0, 1.0]])
-    _, _, count = replicate_greedy(weight, 10, max_count=3)
+    _slot_expert, _slot_rank, count = replicate_greedy(weight, 10, max_count=3)
     assert count.tolist() == [[3, 3, 2, 2]]
 
 

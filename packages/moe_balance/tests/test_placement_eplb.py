@@ -74,7 +74,7 @@ def test_exact_mode_reproduces_the_published_example(example):
 def test_loop_reference_reproduces_the_published_example(example):
     weight = torch.tensor(example["weight"])
     args = (example["num_replicas"], example["num_groups"], example["num_nodes"], example["num_gpus"])
-    phy2log, _, logcnt = rebalance_experts_reference(weight, *args)
+    phy2log, _log2phy, logcnt = rebalance_experts_reference(weight, *args)
     assert phy2log.tolist() == example["phy2log"]
     assert logcnt.tolist() == example["logcnt"]
 
@@ -124,7 +124,7 @@ def test_exact_mode_equals_the_loop_reference_at_production_width(num_groups, nu
 
 def test_hierarchical_policy_keeps_each_group_on_one_node():
     weight = torch.distributions.LogNormal(0.0, 1.0).sample((4, 64))
-    phy2log, _, _ = rebalance_experts(weight, 96, 8, 4, 16)  # 8 groups of 8 experts, 24 slots per node
+    phy2log, _log2phy, _logcnt = rebalance_experts(weight, 96, 8, 4, 16)  # 8 groups of 8 experts, 24 slots per node
     node_of_slot = torch.arange(96) // 24
     group_of_slot = phy2log // 8
     for layer in range(4):

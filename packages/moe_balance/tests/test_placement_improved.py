@@ -62,8 +62,8 @@ def test_improved_mode_invariants_hold_and_no_gpu_holds_an_expert_twice(layout, 
 def test_exact_mode_duplicates_replicas_on_a_gpu_in_most_random_trials_and_improved_never_does():
     weight = lognormal(32, 64, seed=7)  # 32 independent trials of one layer each
     slot_gpu = gpu_of_slot(96, 16, 4)
-    exact, _, _ = rebalance_experts(weight, 96, 8, 4, 16)
-    improved, _, _ = rebalance_experts(weight, 96, 8, 4, 16, mode="improved")
+    exact, _log2phy, _logcnt = rebalance_experts(weight, 96, 8, 4, 16)
+    improved, _log2phy, _logcnt = rebalance_experts(weight, 96, 8, 4, 16, mode="improved")
     assert float((duplicates_per_layer(exact, slot_gpu) > 0).float().mean()) > 0.5
     assert int(duplicates_per_layer(improved, slot_gpu).sum()) == 0
 
@@ -73,7 +73,7 @@ def test_improved_mode_balances_the_groups_equal_nodes_layout():
     # node holding the heaviest group overloaded; load-proportional budgets do not.
     weight = lognormal(8, 256, seed=3)
     slot_gpu = gpu_of_slot(320, 64, 8)
-    exact, _, _ = rebalance_experts(weight, 320, 8, 8, 64)
+    exact, _log2phy, _logcnt = rebalance_experts(weight, 320, 8, 8, 64)
     plan = plan_rebalance(weight, 320, 8, 8, 64)
     assert float(max_over_mean(exact, weight, slot_gpu).mean()) > 1.2
     assert float(max_over_mean(plan.phy2log, weight, slot_gpu).max()) <= 1.05
@@ -123,7 +123,7 @@ def test_layers_whose_gain_is_under_the_threshold_keep_their_layout():
 
 def test_a_previous_layout_with_duplicates_is_always_replaced():
     weight = lognormal(4, 64, seed=8)
-    exact, _, _ = rebalance_experts(weight, 96, 8, 4, 16)
+    exact, _log2phy, _logcnt = rebalance_experts(weight, 96, 8, 4, 16)
     plan = plan_rebalance(weight, 96, 8, 4, 16, previous=exact, min_gain=10.0)
     layers_with_duplicates = duplicates_per_layer(exact, gpu_of_slot(96, 16, 4)) > 0
     assert not bool((plan.layers_kept & layers_with_duplicates).any())

@@ -103,7 +103,7 @@ def test_replication_stays_exact_where_loads_per_replica_underflow(ulps, slots):
 def capped_replication_counts(expert_loads: torch.Tensor, num_slots: int, max_count: int) -> list[int]:
     """DeepSeek's greedy where an expert that holds max_count replicas takes no more (improved mode's rule)."""
     count = torch.ones(expert_loads.shape[0], dtype=torch.int64)
-    for _ in range(expert_loads.shape[0], num_slots):
+    for _slot in range(expert_loads.shape[0], num_slots):
         per_replica = torch.where(count < max_count, expert_loads / count, -1.0)
         count[int(per_replica.max(dim=-1).indices)] += 1
     return count.tolist()
@@ -111,8 +111,9 @@ def capped_replication_counts(expert_loads: torch.Tensor, num_slots: int, max_co
 
 def test_improved_mode_counts_replicas_like_the_capped_greedy():
     """Improved mode caps an expert at one replica per GPU; below the cap it counts as DeepSeek does."""
-    _, _, logcnt = rebalance_experts(torch.tensor([[2.0, 1.0]]), 8, 1, 1, 8, mode="improved")
+    _phy2log, _log2phy, logcnt = rebalance_experts(torch.tensor([[2.0, 1.0]]), 8, 1, 1, 8, mode="improved")
     assert logcnt.tolist() == [[5, 3]]
     weight = loads_without_zeros(7, 4, 8)
-    _, _, logcnt = rebalance_experts(weight, 32, 1, 1, 8, mode="improved")  # at most 8 replicas of an expert
+    # at most 8 replicas of an expert
+    _phy2log, _log2phy, logcnt = rebalance_experts(weight, 32, 1, 1, 8, mode="improved")
     assert logcnt.tolist() == [capped_replication_counts(row, 32, 8) for row in weight]

@@ -32,7 +32,7 @@ def test_groups_that_do_not_divide_the_experts_fall_back_to_the_global_policy():
 
 def test_global_fallback_of_vllm_test_suite():
     """vLLM's test_global_load_balance_fallback: 6 experts, 3 groups on 2 nodes."""
-    phy2log, _, logcnt = rebalance_experts(torch.tensor([[10, 20, 30, 40, 50, 60]]), 8, 3, 2, 4)
+    phy2log, _log2phy, logcnt = rebalance_experts(torch.tensor([[10, 20, 30, 40, 50, 60]]), 8, 3, 2, 4)
     assert phy2log.shape == (1, 8) and int(logcnt.sum()) == 8
 
 

@@ -85,7 +85,7 @@ def test_padding_rows_get_no_gradient_in_the_sequence_wise_loss(padded_sequences
 
 
 def test_a_mask_without_padding_gives_the_unmasked_sequence_wise_loss(padded_sequences):
-    logits, _ = padded_sequences
+    logits, _padding_mask = padded_sequences
     everything = torch.ones(SEQ * BATCH, dtype=torch.bool)
     masked = aux_loss(logits, TOP_K, seq_len=SEQ, attention_mask=everything)
     assert float(masked) == pytest.approx(float(aux_loss(logits, TOP_K, seq_len=SEQ)), rel=1e-12)

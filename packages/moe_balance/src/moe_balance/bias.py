@@ -40,6 +40,8 @@ class BiasBalancer(nn.Module):
         super().__init__()
         if isinstance(num_experts, bool) or not isinstance(num_experts, int) or num_experts < 1:
             raise ValueError(f"num_experts={num_experts!r} must be a positive int")
+        # NaN fails every comparison: `not x > 0` refuses it where `x <= 0` would let it through.
+        # pylint: disable-next=unnecessary-negation
         if not rate > 0:
             raise ValueError(f"rate={rate!r} must be positive (DeepSeek-V3 uses 1e-3)")
         self.num_experts = num_experts

@@ -151,7 +151,7 @@ def partition_reference(
     memory_prefix, limit = _memory(layer_memory, memory_limit, len(costs))
     prefix = _prefix(costs)
     num_layers = len(costs)
-    best = [[math.inf] * (num_layers + 1) for _ in range(num_stages + 1)]
+    best = [[math.inf] * (num_layers + 1) for _stage in range(num_stages + 1)]
     best[0][0] = 0.0
     for stage in range(1, num_stages + 1):
         for end in range(1, num_layers + 1):

@@ -319,7 +319,7 @@ def _allreduce_rank(rank: int, world: int, backend: str, devices: list[str], fol
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         started = time.perf_counter()
-        for _ in range(rounds):
+        for _round in range(rounds):
             dist.all_reduce(tensor)
         if device.type == "cuda":
             torch.cuda.synchronize(device)

@@ -78,7 +78,7 @@ def agree_on_every_rank(
     """
     world_size = dist.get_world_size(group)
     mine = torch.tensor([int(local_error is not None), digest], dtype=torch.int64, device=collective_device(group))
-    gathered = [torch.empty_like(mine) for _ in range(world_size)]
+    gathered = [torch.empty_like(mine) for _rank in range(world_size)]
     dist.all_gather(gathered, mine, group=group)
     table = torch.stack(gathered).cpu()  # (ranks, 2): failed flag, digest
     raise_for_failed_ranks(table[:, 0].bool().tolist(), local_error, what, group)

@@ -124,7 +124,7 @@ class ExpertParallelMoE(nn.Module):
         counts = torch.bincount(physical, minlength=self.num_slots)
         digest = tensor_digest(plan.slot_expert, plan.tokens) if isinstance(plan, ReplicaPlan) else 0
         mine = torch.cat([counts, torch.tensor([int(problem is not None), digest])]).to(collective_device(self.group))
-        gathered = [torch.empty_like(mine) for _ in range(self.world_size)]
+        gathered = [torch.empty_like(mine) for _rank in range(self.world_size)]
         dist.all_gather(gathered, mine, group=self.group)
         table = torch.stack(gathered).cpu()
         raise_for_failed_ranks(

@@ -96,7 +96,7 @@ def slot_tensors(weights: Sequence[torch.Tensor], optimizer: torch.optim.Optimiz
         for weight in weights:
             state = optimizer.state.get(weight, {})
             tensors += [
-                value for _, value in sorted(state.items()) if torch.is_tensor(value) and value.shape == weight.shape
+                value for _key, value in sorted(state.items()) if torch.is_tensor(value) and value.shape == weight.shape
             ]
     return tensors
 
@@ -105,7 +105,7 @@ def module_slot_rows(
     modules: nn.ModuleList, optimizer: torch.optim.Optimizer | None = None
 ) -> list[list[torch.Tensor]]:
     """Slot rows of experts kept as one module per slot: each module's parameters and their optimizer state."""
-    return [slot_tensors([p for p in module.parameters()], optimizer) for module in modules]
+    return [slot_tensors(list(module.parameters()), optimizer) for module in modules]
 
 
 def _as_row(value: object, name: str) -> torch.Tensor:

@@ -131,7 +131,7 @@ def gather_execution_record(
         dtype=torch.int64,
         device=collective_device(group),
     )
-    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    gathered = [torch.empty_like(mine) for _rank in range(dist.get_world_size(group))]
     dist.all_gather(gathered, mine, group=group)
     per_rank = []
     for row in gathered:

@@ -88,26 +88,30 @@ def _router_stats_kernel(
     if HAS_BIAS:
         bias = tl.load(bias_ptr + cols, mask=col_ok, other=0.0).to(COMPUTE_DTYPE)
         selection = scores + bias[None, :]
+    # x != x holds for NaN only, the same in the interpreter and on a GPU.
+    # pylint: disable-next=comparison-with-itself
     selection = tl.where(selection != selection, float("inf"), selection)  # NaN first, as torch.sort ranks it
     selection = tl.where(col_ok[None, :], selection, neg_inf)
 
     if GROUP_LIMITED:
         group_of_col = cols // GROUP_SIZE  # (BLOCK_E,); padded columns land in groups >= NUM_GROUPS
         group_input = x if GROUP_ON_LOGITS else selection  # Megatron's softmax default ranks groups on logits
+        # x != x holds for NaN only, the same in the interpreter and on a GPU.
+        # pylint: disable-next=comparison-with-itself
         group_input = tl.where(group_input != group_input, float("inf"), group_input)
         group_score = tl.zeros((BLOCK_T, BLOCK_E), dtype=COMPUTE_DTYPE)
         for g in tl.static_range(NUM_GROUPS):
             member = group_of_col == g
             remaining = tl.where(member[None, :], group_input, neg_inf)
             total = tl.zeros((BLOCK_T,), dtype=COMPUTE_DTYPE)
-            for _ in tl.static_range(PER_GROUP_K):
+            for _pick in tl.static_range(PER_GROUP_K):
                 best = tl.max(remaining, axis=1)
                 total += best
                 first = tl.min(tl.where(remaining == best[:, None], cols[None, :], BLOCK_E), axis=1)
                 remaining = tl.where(cols[None, :] == first[:, None], neg_inf, remaining)
             group_score = tl.where(member[None, :], total[:, None], group_score)
         kept = tl.zeros((BLOCK_T, BLOCK_E), dtype=tl.int32)
-        for _ in tl.static_range(GROUP_TOPK):
+        for _pick in tl.static_range(GROUP_TOPK):
             candidates = tl.where((kept == 0) & col_ok[None, :], group_score, neg_inf)
             best = tl.max(candidates, axis=1)
             best_group = tl.min(tl.where(candidates == best[:, None], group_of_col[None, :], NUM_GROUPS), axis=1)
@@ -139,10 +143,12 @@ def _router_stats_kernel(
     tl.store(partial_counts_ptr + tile * BLOCK_E + cols, tl.sum(chosen, axis=0))
 
     if AUX_SEPARATE:  # plain top-k on the unbiased scores, for the aux loss's counts
+        # x != x holds for NaN only, the same in the interpreter and on a GPU.
+        # pylint: disable-next=comparison-with-itself
         plain = tl.where(scores != scores, float("inf"), scores)
         plain = tl.where(col_ok[None, :], plain, neg_inf)
         aux_chosen = tl.zeros((BLOCK_T, BLOCK_E), dtype=tl.int32)
-        for _ in tl.static_range(TOP_K):
+        for _pick in tl.static_range(TOP_K):
             best = tl.max(plain, axis=1)
             open_best = (plain == best[:, None]) & (aux_chosen == 0) & col_ok[None, :]
             pick = tl.min(tl.where(open_best, cols[None, :], BLOCK_E), axis=1)

@@ -65,7 +65,7 @@ def _match_kernel(
         slots_used += (held >= 0).to(tl.int64)
     blocked = blocked | (slots_used >= SLOTS)[:, None]
 
-    for _ in range(max_rounds):
+    for _round in range(max_rounds):
         offer = tl.minimum(tl.minimum(surplus, supply_left), slot_capacity)  # (E,)
         tokens = tl.minimum(offer[None, :], demand_left[:, None])  # (R, E)
         tokens = tl.where(blocked, 0, tokens)

@@ -33,7 +33,7 @@ def _sinkhorn_kernel(supply_ptr, demand_ptr, cost_ptr, plan_ptr, n, inv_epsilon,
     log_demand = tl.log(tl.where(col_live, demand, 1.0))
     alpha = tl.zeros([BLOCK], dtype=tl.float32)
     beta = tl.zeros([BLOCK], dtype=tl.float32)
-    for _ in range(iterations):
+    for _iteration in range(iterations):
         # alpha_i = log a_i - logsumexp_j(beta_j - C_ij / eps) over live columns
         x = tl.where(live, neg_cost + beta[None, :], float("-inf"))
         peak = tl.where(row_live, tl.max(x, axis=1), 0.0)

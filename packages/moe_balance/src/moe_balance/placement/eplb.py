@@ -167,8 +167,12 @@ def plan_rebalance(
     """
     weight = check_rebalance_arguments(weight, num_replicas, num_groups, num_nodes, num_gpus, "improved")
     check_log2phy_layout(log2phy_layout)
+    # NaN fails every comparison: `not x >= 0` refuses it where `x < 0` would let it through.
+    # pylint: disable-next=unnecessary-negation
     if not isinstance(min_gain, (int, float)) or not min_gain >= 0:
         raise ValueError(f"min_gain={min_gain!r} must be a number >= 0 (a max/mean difference, e.g. 0.02)")
+    # NaN fails every comparison: `not x >= 0` refuses it where `x < 0` would let it through.
+    # pylint: disable-next=unnecessary-negation
     if not isinstance(locality_slack, (int, float)) or not locality_slack >= 0:
         raise ValueError(f"locality_slack={locality_slack!r} must be a number >= 0 (a share of the mean GPU load)")
     if expert_size_bytes is not None:

@@ -32,7 +32,7 @@ def greedy_pack_reference(item_loads: torch.Tensor, num_packs: int) -> tuple[tor
     if items_per_pack == 1:
         return torch.arange(num_items, dtype=torch.int64), torch.zeros(num_items, dtype=torch.int64)
     order = item_loads.sort(dim=-1, descending=True).indices
-    pack_weight = [torch.zeros((), dtype=torch.float32) for _ in range(num_packs)]
+    pack_weight = [torch.zeros((), dtype=torch.float32) for _pack in range(num_packs)]
     pack_count = [0] * num_packs
     for item in order.tolist():
         best = -1
@@ -58,7 +58,7 @@ def replicate_reference(expert_loads: torch.Tensor, num_slots: int) -> tuple[lis
     slot_expert = list(range(num_experts))
     slot_rank = [0] * num_experts
     count = torch.ones(num_experts, dtype=torch.int64)
-    for _ in range(num_experts, num_slots):
+    for _slot in range(num_experts, num_slots):
         expert = int((expert_loads / count).max(dim=-1).indices)
         slot_expert.append(expert)
         slot_rank.append(int(count[expert]))

@@ -165,7 +165,7 @@ def _swap_down_peaks(
     node_of_gpu = gpu_node.numpy()
     homes = None if home_node is None else home_node.numpy()
     active = np.arange(num_layers)  # layers still above target with an improving swap
-    for _ in range(max_rounds):
+    for _round in range(max_rounds):
         load = gpu_load[active]  # (A, gpus)
         still = load.max(axis=1) > goal[active]
         active, load = active[still], load[still]
@@ -342,7 +342,7 @@ def _pair_round(
         # A GPU that held the expert before, lightest first; a GPU claimed twice goes to the heavier replica.
         held = before[layer[:, :, None], gpus, expert[:, :, None]] & ~hosts[layer[:, :, None], gpus, expert[:, :, None]]
         held &= round_load[:, None, :] + load[:, :, None] <= limit[:, :, None]  # (layers, replica, column)
-        for _ in range(2):
+        for _round in range(2):
             wanted = held & ~taken[:, None, :] & (column < 0)[:, :, None]
             pick = np.where(wanted, round_load[:, None, :], np.inf).argmin(axis=2)  # (layers, m)
             claim = np.where(wanted.any(axis=2), pick, m)
@@ -402,7 +402,7 @@ def _match_previous_gpus(
     content, previous_content: (layers, gpus, slots) expert ids, -1 padded. swappable: (gpus, gpus) bool.
     Returns the relabelled content. Greedy maximum-overlap matching; equal overlaps keep the GPU where it is.
     """
-    num_layers, num_gpus, _ = content.shape
+    num_layers, num_gpus, _num_slots = content.shape
 
     def hosts(c: torch.Tensor) -> torch.Tensor:
         one_hot = torch.zeros((num_layers, num_gpus, num_experts + 1), dtype=torch.float32)
@@ -413,7 +413,7 @@ def _match_previous_gpus(
     overlap = overlap.masked_fill(~swappable, -1.0)
     target = torch.empty((num_layers, num_gpus), dtype=torch.int64)
     rows = torch.arange(num_layers)
-    for _ in range(num_gpus):
+    for _gpu in range(num_gpus):
         flat = overlap.view(num_layers, -1).argmax(dim=1)
         new_gpu, old_gpu = flat // num_gpus, flat % num_gpus
         target[rows, new_gpu] = old_gpu
@@ -468,7 +468,7 @@ def plan_improved(
     slot_valid = torch.arange(int(capacity.max())).unsqueeze(0) < capacity.unsqueeze(1)  # (gpus, max slots)
 
     home_node = _home_nodes(weight32, num_groups, num_nodes)
-    _, _, count = replicate_greedy(weight32, num_replicas, max_count=num_gpus)
+    _slot_expert, _slot_rank, count = replicate_greedy(weight32, num_replicas, max_count=num_gpus)
     previous_content = previous_hosts = None
     if previous is not None:
         previous_content = torch.full((num_layers, num_gpus, slot_valid.shape[1]), -1, dtype=torch.int64)

@@ -163,7 +163,7 @@ def assign_tokens(
     price = cost[:, destination_rank]  # (sources, u, width): cost(source rank, destination rank)
     remaining = supply.clone()
     assigned = torch.zeros((num_sources, num_replicated, width), dtype=torch.int64)
-    for _ in range(width + 1):
+    for _round in range(width + 1):
         if not bool((remaining > 0).any()):
             break
         open_price = torch.where((capacity > 0).unsqueeze(0), price, torch.inf)
@@ -334,7 +334,7 @@ def _plan_slots(
     # Spill passes. Locality now only breaks ties: the "flow" is unlimited inside a node and zero across.
     local_flow = torch.where(torch.eye(num_nodes, dtype=torch.bool), MAX_TOKENS, 0).long()
     headroom = 0
-    for _ in range(4):
+    for _round in range(4):
         sent, hosted = _sent_and_hosted(slot_expert, slot_tokens, num_experts, num_ranks)
         now = rank_load - sent.view(num_ranks, -1).sum(dim=1) + hosted  # (ranks,)
         if int(now.max()) <= target + headroom:
@@ -387,6 +387,8 @@ def plan_replicas(
     if slot_capacity is not None:
         check_positive_int(slot_capacity, "slot_capacity")
     check_positive_int(sinkhorn_iterations, "sinkhorn_iterations")
+    # NaN fails every comparison: `not x > 0` refuses it where `x <= 0` would let it through.
+    # pylint: disable-next=unnecessary-negation
     if not isinstance(sinkhorn_epsilon, (int, float)) or not sinkhorn_epsilon > 0:
         raise ValueError(f"sinkhorn_epsilon={sinkhorn_epsilon!r} must be a number > 0 (entropic regularisation)")
     num_ranks, num_experts = load.shape

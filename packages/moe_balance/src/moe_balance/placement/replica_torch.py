@@ -35,7 +35,7 @@ def sinkhorn_flow(
     log_demand = demand[cols].log()
     alpha = torch.zeros_like(log_supply)
     beta = torch.zeros_like(log_demand)
-    for _ in range(iterations):
+    for _iteration in range(iterations):
         alpha = log_supply - torch.logsumexp(neg_cost + beta.unsqueeze(0), dim=1)
         beta = log_demand - torch.logsumexp(neg_cost + alpha.unsqueeze(1), dim=0)
     plan = torch.zeros_like(cost)
@@ -87,7 +87,7 @@ def match_slots(
     flow_left = node_flow.flatten().clone()  # (nodes * nodes,)
     granted_expert = []  # per round: (ranks,) expert granted to each cold rank, -1 = none
     granted_tokens = []
-    for _ in range(max_rounds):
+    for _round in range(max_rounds):
         # Proposals: tokens cold rank j could take of expert e, and how many of them the node-level flow backs.
         offer = torch.minimum(surplus, supply_left[home]).clamp_(max=slot_capacity)  # (experts,)
         room = torch.where(slots_used < slots_per_rank, demand_left, 0)  # a rank with no free slot takes nothing
