@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: file_set
 short_description: Write several small files in one step, each only when its content, owner or mode differs
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Compares each file with the content given and writes only the ones that differ, then sets owner, group and mode
     where they differ. A role that manages a handful of small files (a unit, a drop-in, a sysctl file, a script) pays

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: read_commands
 short_description: Run several read-only commands on a host in one step and return each one's exit status and output
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs each command (an argument vector, no shell) in turn and returns, per name, what C(ansible.builtin.command)
     would have registered - C(rc), C(stdout), C(stderr), C(stdout_lines) - so a role reads everything it decides from in
