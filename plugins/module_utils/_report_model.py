@@ -242,9 +242,13 @@ def _host_link(host: str, result: dict[str, Any], max_bars: int) -> list[Block]:
     if rates:
         references.append((sum(rates) / len(rates), "mean per stream", "ref"))
     if result.get("expected_link_bits_per_second"):
+        # One flow is hashed onto one member: a real limit of each stream.
         references.append((float(result["expected_link_bits_per_second"]), "one member link", "lim"))
-    elif result.get("single_stream_ceiling_bits_per_second"):
-        references.append((float(result["single_stream_ceiling_bits_per_second"]), "single-stream ceiling", "lim"))
+    elif result.get("single_stream_ceiling_bits_per_second") and rates:
+        # The ceiling is what the whole path carried with one stream: each of N streams' share of it is 1/N.
+        ceiling = float(result["single_stream_ceiling_bits_per_second"])
+        references.append((ceiling / len(rates),
+                           f"per-stream share of the {format_bits_per_second(ceiling)} ceiling", "lim"))
     blocks.append({"kind": "bars", "values": rates, "labels": labels, "ticks": [str(i) for i in range(len(streams))],
                    "axis_title": "stream", "references": references, "hot": [], "unit": "bit/s",
                    "max_bars": max_bars})

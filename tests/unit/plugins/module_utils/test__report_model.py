@@ -70,6 +70,33 @@ def test_host_link_graded_against_a_given_link_speed_names_it():
     assert reason == "client1: 8 streams carried 18.8 Gbit/s, 94.0 % of the expected 20 Gbit/s (2 x 10 Gbit/s)"
 
 
+def link_bars(result):
+    blocks = build_document(params(iperf3_throughput={"client1": result}))["sections"][1]["blocks"]
+    return next(block for block in blocks if block["kind"] == "bars")
+
+
+def test_host_link_streams_are_drawn_against_their_share_of_the_ceiling_not_the_whole_ceiling():
+    # The ceiling is what one stream carried alone on the path, an aggregate: 8 streams that together reach 96 % of
+    # it each carry 1.2 Gbit/s, and read as near their 1.25 Gbit/s share, not as "far below 10 Gbit/s".
+    streams = [{"received_bits_per_second": 1.2e9} for _stream in range(8)]
+    result = link_result(9.6e9, utilisation_percent=96.0, reaches_expected=True, team_bits_per_second=10e9,
+                         expected_source="single-stream ceiling", single_stream_ceiling_bits_per_second=10e9,
+                         streams=streams)
+    bars = link_bars(result)
+    assert bars["values"] == [1.2e9] * 8
+    assert bars["references"] == [(1.2e9, "mean per stream", "ref"),
+                                   (1.25e9, "per-stream share of the 10 Gbit/s ceiling", "lim")]
+
+
+def test_host_link_streams_keep_one_member_link_as_their_limit():
+    # One TCP flow is hashed onto one member of the team, so one link's speed is a limit of each stream.
+    streams = [{"received_bits_per_second": 2.35e9} for _stream in range(8)]
+    result = link_result(18.8e9, utilisation_percent=94.0, reaches_expected=True, team_bits_per_second=20e9,
+                         expected_source="link speed", expected_link_bits_per_second=10_000_000_000, member_count=2,
+                         streams=streams)
+    assert link_bars(result)["references"][1] == (10e9, "one member link", "lim")
+
+
 def test_host_link_without_an_expected_bandwidth_says_how_to_give_one():
     document = build_document(params(iperf3_throughput={"client1": link_result(9.6e9, reaches_expected=None)}))
     assert document["verdicts"]["host_link"] == "unknown"
