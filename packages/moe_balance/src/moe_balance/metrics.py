@@ -18,12 +18,12 @@ module): one JSON object per line, one line per (step, layer)::
       "step":              int >= 0     training step at the end of the window
       "layer":             int >= 0     MoE layer index
       "tokens_per_expert": [int >= 0]   length E = number of experts; assignments per expert over the window
-      "top_k":             int >= 1     experts per token
+      "top_k":             int >= 1     experts per token, at most E
       "num_tokens":        int >= 0     tokens routed in the window, before top-k expansion
     optional:
-      "rank": int, "world_size": int    who wrote it; counts are already summed over world_size ranks
-      "dropped_tokens": int             assignments dropped by the capacity limit in the window
-      "time_unix_s": float              wall clock when written
+      "rank": int >= 0, "world_size": int > rank   who wrote it; counts are already summed over world_size ranks
+      "dropped_tokens": int >= 0        assignments dropped by the capacity limit in the window
+      "time_unix_s": float >= 0         wall clock when written
       "run": str                        run name
 
 Without capacity dropping ``sum(tokens_per_expert) == num_tokens * top_k``. Readers skip (and count) lines that are
@@ -41,6 +41,7 @@ from typing import IO, Any
 SCHEMA = "moe_balance.tokens_per_expert/1"
 REQUIRED_KEYS = ("schema", "step", "layer", "tokens_per_expert", "top_k", "num_tokens")
 OPTIONAL_KEYS = {"rank": int, "world_size": int, "dropped_tokens": int, "time_unix_s": float, "run": str}
+OPTIONAL_MINIMUMS = {"rank": 0, "world_size": 1, "dropped_tokens": 0, "time_unix_s": 0}
 
 CV_GRADES = ((0.1, "excellent"), (0.3, "good"), (0.5, "fair"))  # cv below the bound -> grade; otherwise "severe"
 IMBALANCE_MAX_OVER_MEAN = 2.0
@@ -141,6 +142,8 @@ def validate_record(record: Any) -> dict:
         or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts)
     ):
         raise ValueError("record key 'tokens_per_expert' must be a non-empty list of non-negative ints")
+    if record["top_k"] > len(counts):
+        raise ValueError(f"record key 'top_k' must be at most the {len(counts)} experts; got {record['top_k']!r}")
     for key, kind in OPTIONAL_KEYS.items():
         if key not in record:
             continue
@@ -148,6 +151,10 @@ def validate_record(record: Any) -> dict:
         allowed = (int, float) if kind is float else kind
         if isinstance(value, bool) or not isinstance(value, allowed):
             raise ValueError(f"record key {key!r} must be {kind.__name__}; got {value!r}")
+        if key in OPTIONAL_MINIMUMS and value < OPTIONAL_MINIMUMS[key]:
+            raise ValueError(f"record key {key!r} must be >= {OPTIONAL_MINIMUMS[key]}; got {value!r}")
+    if "rank" in record and "world_size" in record and record["rank"] >= record["world_size"]:
+        raise ValueError(f"record key 'rank' must be below world_size {record['world_size']}; got {record['rank']!r}")
     return record
 
 
