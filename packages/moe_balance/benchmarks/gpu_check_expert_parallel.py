@@ -15,7 +15,6 @@ sizes, so ``make test`` exercises it.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import tempfile
@@ -29,9 +28,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from oracles import load_test_oracle
 
-PACKAGE = Path(__file__).resolve().parents[1]
-ORACLE = PACKAGE / "tests" / "expert_parallel_oracle.py"
 CASES = {  # name: (spare slots per rank for the replica plan, redundant slots per rank in the placement)
     "skewed-no-replicas": (0, 0),
     "skewed-replicas": (2, 0),
@@ -48,15 +46,7 @@ ERROR_TAIL_CHARS = 1500
 
 def load_oracle() -> ModuleType:
     """tests/expert_parallel_oracle.py by path (it imports torch only), without putting tests/ on sys.path."""
-    if not ORACLE.exists():
-        raise FileNotFoundError(
-            f"{ORACLE} not found: this step compares against the tests' oracle; run it from a checkout of "
-            "packages/moe_balance that has its tests/ folder"
-        )
-    spec = importlib.util.spec_from_file_location("expert_parallel_oracle", ORACLE)
-    oracle = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(oracle)
-    return oracle
+    return load_test_oracle("expert_parallel_oracle")
 
 
 def inputs_for(oracle: ModuleType, world_size: int) -> dict[str, Any]:

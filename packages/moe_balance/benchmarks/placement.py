@@ -4,7 +4,7 @@ Run from packages/moe_balance:  PYTHONPATH=src python benchmarks/placement.py  [
 
 Prints, in one run:
 1. exact mode (all layers at once) vs two other implementations of the same algorithm, side by side, best of n:
-   the per-layer loop (``moe_balance.placement.eplb_reference``, DeepSeek ``eplb.py``'s structure) and a numpy
+   the per-layer loop (the tests' ``eplb_reference.py``, DeepSeek ``eplb.py``'s structure) and a numpy
    transcription of vLLM's policy (``vllm_numpy_rebalance`` below), 58 layers x 256 experts -> 320 slots on 8 nodes /
    64 GPUs, for the hierarchical policy (8 groups on 8 nodes) and the global policy (4 groups, which do not divide
    over 8 nodes); the loop must give identical tensors, vLLM's float64 pack weights may break rare ties otherwise;
@@ -24,9 +24,11 @@ import time
 
 import numpy as np
 import torch
+from oracles import load_test_oracle
 
 from moe_balance.placement import gpu_slot_counts, plan_rebalance, plan_replicas, rebalance_experts
-from moe_balance.placement.eplb_reference import rebalance_experts_reference
+
+rebalance_experts_reference = load_test_oracle("eplb_reference").rebalance_experts_reference
 
 # A transcription, written for this benchmark, of vLLM's numpy EPLB policy: vllm-project/vllm,
 # vllm/distributed/eplb/policy/default.py at commit 02c1119c578212d6d51339bc88ad6d12f96e08c2

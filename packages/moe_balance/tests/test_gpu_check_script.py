@@ -52,10 +52,15 @@ sys.exit(gpu_check.main())
 
 
 def load_benchmark(name: str):
-    """A module of benchmarks/ by file, without putting the folder on sys.path."""
+    """A module of benchmarks/ by file, its folder on sys.path only while it loads (its siblings are imported as
+    gpu_check.py's steps import them)."""
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
     return module
 
 

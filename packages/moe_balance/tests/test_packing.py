@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from eplb_reference import greedy_pack_reference, replicate_reference
 
 from moe_balance.placement._packing import greedy_pack, pack_of_items, replicate_greedy
-from moe_balance.placement.eplb_reference import greedy_pack_reference, replicate_reference
 
 
 def loads(seed: int, shape: tuple[int, int], tied: bool) -> torch.Tensor:

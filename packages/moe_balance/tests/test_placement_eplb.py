@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from eplb_reference import rebalance_experts_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from moe_balance.placement import rebalance_experts
-from moe_balance.placement.eplb_reference import rebalance_experts_reference
 
 ORACLE = Path(__file__).resolve().parents[4] / "shared" / "oracles" / "eplb_readme.json"
 README_EXAMPLE = {

@@ -1,6 +1,6 @@
 """Replica counts when a node has more slots than experts: several added replicas per expert.
 
-Oracle: ``moe_balance.placement.eplb_reference``, a loop port of deepseek-ai/EPLB ``eplb.py`` at commit
+Oracle: ``tests/eplb_reference.py``, a loop port of deepseek-ai/EPLB ``eplb.py`` at commit
 57919718be1fbe2baca80a42a7df4de7119aaa95 (``balanced_packing``, ``replicate_experts``,
 ``rebalance_experts_hierarchical``, and ``rebalance_experts``, whose global policy is the hierarchical one with one
 group and one node). Its ``replicate_reference`` is DeepSeek's ``replicate_experts`` one row at a time: each added
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from eplb_reference import rebalance_experts_reference, replicate_reference
 from test_placement_eplb import check_invariants
 
 from moe_balance.placement import rebalance_experts
 from moe_balance.placement._packing import replicate_greedy
-from moe_balance.placement.eplb_reference import rebalance_experts_reference, replicate_reference
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from eplb_reference import rebalance_experts_reference
 from test_placement_eplb import check_invariants
 
 from moe_balance.placement import plan_rebalance, rebalance_experts
-from moe_balance.placement.eplb_reference import rebalance_experts_reference
 
 
 def test_groups_that_do_not_divide_the_experts_fall_back_to_the_global_policy():

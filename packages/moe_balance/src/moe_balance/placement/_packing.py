@@ -5,7 +5,7 @@ of a row as provably go, one per pack, to the lightest packs in order (a whole r
 Python loop runs about ``items / packs`` times instead of ``rows x items x packs`` times. Replication needs no loop: its
 greedy picks are a merge of sorted lists, so one top-k over the candidates gives them all, in order (taken again,
 deeper, in the rare case where the candidates built were too few). The decisions are the same as the one-row-at-a-time
-reference in ``eplb_reference.py``, tie for tie:
+reference in the tests' ``eplb_reference.py``, tie for tie:
 
 - items are visited in the order of ``torch.sort(descending=True)`` applied to the very same (rows, items) float32
   tensor the reference sorts;

@@ -6,7 +6,7 @@ with -1, logcnt (layers, experts))``, int64 on the CPU. Slots are GPU-major: GPU
 ``log2phy_layout`` picks X: ``"eplb"`` (default) is DeepSeek's ``logcnt.max()``; ``"vllm"`` is ``replicas -
 experts + 1``, the fixed padding of vLLM's ``rebalance_algo.py`` (a shape that does not change with the loads).
 
-- ``mode="exact"`` gives the same answer as the published algorithm, tie for tie (see ``eplb_reference.py``, the
+- ``mode="exact"`` gives the published algorithm's answer, tie for tie (see ``tests/eplb_reference.py``, the
   per-layer loop it is tested against), but runs every layer at once: hierarchical policy when num_groups divides by
   num_nodes (groups -> nodes, replicas inside each node, replicas -> GPUs), the global policy otherwise. Like the
   published code, the global policy ignores the groups, so they need not divide the experts there.

@@ -1,7 +1,8 @@
 """Slow, obvious reference of the EPLB expert-placement algorithm: one layer at a time, one item at a time.
 
 This is the oracle the vectorised planner in ``eplb.py`` is tested against, and the "loop version" the benchmark
-compares with. It follows the published description step by step:
+(``benchmarks/placement.py``) compares with. It is test code: it lives beside the tests, not in the installed
+package. It follows the published description step by step:
 
 1. hierarchical policy (``num_groups % num_nodes == 0``): pack expert groups onto nodes with equal-count greedy
    packing; otherwise the global policy, which is the same procedure with one group and one node;
