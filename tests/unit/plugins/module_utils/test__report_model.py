@@ -84,8 +84,10 @@ def test_host_link_streams_are_drawn_against_their_share_of_the_ceiling_not_the_
                          streams=streams)
     bars = link_bars(result)
     assert bars["values"] == [1.2e9] * 8
-    assert bars["references"] == [(1.2e9, "mean per stream", "ref"),
-                                   (1.25e9, "per-stream share of the 10 Gbit/s ceiling", "lim")]
+    assert bars["references"] == [
+        (1.2e9, "mean per stream", "ref"),
+        (1.25e9, "per-stream share of the 10 Gbit/s ceiling", "lim"),
+    ]
 
 
 def test_host_link_streams_keep_one_member_link_as_their_limit():
