@@ -31,7 +31,7 @@ all:
 """)
     assert result.returncode == 2, result.stdout
     assert "unknown inventory group 'lvs_direktors'" in result.stdout
-    assert "Gather facts from every host" not in result.stdout
+    assert "Gather facts from every Linux host" not in result.stdout
 
 
 def test_host_without_address_stops_the_run(tmp_path):
@@ -44,7 +44,7 @@ all:
 """)
     assert result.returncode == 2, result.stdout
     assert "host 'rs-missing.invalid' has no address" in result.stdout
-    assert "Gather facts from every host" not in result.stdout
+    assert "Gather facts from every Linux host" not in result.stdout
 
 
 @pytest.mark.parametrize("required", ["gpu_nodes", "lvs_clients"])
