@@ -105,7 +105,7 @@ GALAXY_ENV = $(TOOL_ENV) \
 	PATH=$(GALAXY_BIN):$$PATH \
 	ANSIBLE_COLLECTIONS_PATH=$(GALAXY_WORK)/collections
 
-.PHONY: help setup apt apt-record venv tools-venv galaxy-venv env lint sanity galaxy-check docs-html units moe-test ee molecule test-folders test check gpu-check \
+.PHONY: help setup apt apt-record venv tools-venv galaxy-venv env lint sanity galaxy-check docs-html units moe-test ee ee-image ee-audit molecule test-folders test check gpu-check \
 	bench bench-quick demo lab-up \
 	lab-down lab-status lab-image clean
 
@@ -264,6 +264,41 @@ ee: venv ## collection tarball into dist/ and the execution environment's build 
 		sys.exit(0 if have == [want] else "ee: the build context holds %s, not %s" % (have, want))' \
 		$(ROOT)/galaxy.yml $(WORK)/ee/context/_build/collections
 	@echo "ee: build context in $(WORK)/ee/context with $$(ls $(ROOT)/dist)"
+
+# The execution environment built and run for real with podman on this machine, which reaches no container registry
+# and no Ansible Galaxy: a local Debian 12 base image (tests/ee/local_base_image.sh) and a definition derived from the
+# shipped one with its differences stated (tests/ee/local_definition.py). Not part of make test: the image takes
+# 1.5 to 5.5 minutes from scratch on 2 cores, and ee-audit needs a running lab with the roles applied (README.md,
+# "Running at scale").
+EE_VERSION = $(shell awk '/^version:/ {print $$2}' $(ROOT)/galaxy.yml)
+EE_IMAGE ?= localhost/hpc-balance-ee:$(EE_VERSION)
+EE_LOCAL_BASE := localhost/hpc-balance-ee-base:bookworm
+EE_IMAGE_DIR := $(WORK)/ee-image
+EE_AUDIT_DIR ?= $(WORK)/ee-audit
+EE_ENV = CONTAINERS_CONF=$(ROOT)/tests/ee/containers.conf
+EE_APT_STAMP = $(WORK)/stamps/apt-ee.$(shell cat $(ROOT)/tests/ee/apt.txt | md5sum | cut -c1-12)
+$(EE_APT_STAMP):
+	@mkdir -p $(dir $@)
+	@bash $(ROOT)/tools/apt_ensure.sh $(ROOT)/tests/ee/apt.txt $(ROOT)/tests/ee/apt-tested.txt
+	@touch $@
+
+ee-image: ee $(EE_APT_STAMP) ## build the execution environment image with podman on a local Debian base (EE_IMAGE; not in make test)
+	@start_s=$$(date +%s); \
+	base=$$($(EE_ENV) bash $(ROOT)/tests/ee/local_base_image.sh $(EE_LOCAL_BASE)); \
+	base_s=$$(( $$(date +%s) - start_s )); \
+	$(TOOL_ENV) $(PY) $(ROOT)/tests/ee/local_definition.py --root $(ROOT) --base-image $$base \
+		--collections-dir $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/ansible_collections \
+		--out-dir $(EE_IMAGE_DIR) >/dev/null; \
+	cd $(ROOT) && $(TOOL_ENV) $(EE_ENV) ansible-builder build -f $(EE_IMAGE_DIR)/execution-environment.yml \
+		--context $(EE_IMAGE_DIR)/context -t $(EE_IMAGE) --container-runtime podman \
+		--extra-build-cli-args '--network host' > $(EE_IMAGE_DIR)/build.log 2>&1 \
+		|| { tail -n 40 $(EE_IMAGE_DIR)/build.log; echo "ee-image: ansible-builder build failed" >&2; exit 1; }; \
+	echo "ee-image: $(EE_IMAGE), $$($(EE_ENV) podman image inspect --format '{{.Size}}' $(EE_IMAGE) \
+		| awk '{printf "%d MB", $$1 / 1e6}'), built in $$(( $$(date +%s) - start_s )) s (base image $$base: $$base_s s)"
+
+ee-audit: ee-image ## playbooks/audit.yml inside the image and outside against the running lab (PREFIX); verdicts side by side
+	@$(TOOL_ENV) $(EE_ENV) ROOT=$(ROOT) PREFIX=$(PREFIX) LAB_STATE=$(LAB_STATE) EE_IMAGE=$(EE_IMAGE) \
+		EE_AUDIT_DIR=$(EE_AUDIT_DIR) bash $(ROOT)/tests/ee/audit_inside_outside.sh
 
 molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one)
 	$(call require,$(addprefix extensions/molecule/,$(addsuffix /molecule.yml,$(MOLECULE_SCENARIOS))))
