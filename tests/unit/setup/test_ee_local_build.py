@@ -58,9 +58,19 @@ def test_the_inventory_rewrite_touches_ssh_options_only(tmp_path):
         "ansible_host": "198.18.0.151", "ansible_ssh_private_key_file": str(tmp_path / "ssh" / "id_ed25519")}
 
 
+def _collections_at_the_shipped_versions(folder: pathlib.Path) -> pathlib.Path:
+    """An ansible_collections folder holding each collection of the shipped requirements at its pinned version."""
+    for item in yaml.safe_load((ROOT / _shipped()["dependencies"]["galaxy"]).read_text())["collections"]:
+        manifest = folder.joinpath(*item["name"].split("."), "MANIFEST.json")
+        manifest.parent.mkdir(parents=True)
+        manifest.write_text(json.dumps({"collection_info": {"version": str(item["version"])}}))
+    return folder
+
+
 def test_the_derived_definition_differs_from_the_shipped_one_in_the_stated_places_only(tmp_path):
     shipped = _shipped()
-    local, requirements = local_definition.derive(shipped, ROOT, "localhost/base:x", VENV_COLLECTIONS, tmp_path)
+    collections = _collections_at_the_shipped_versions(tmp_path / "ansible_collections")
+    local, requirements = local_definition.derive(shipped, ROOT, "localhost/base:x", collections, tmp_path)
     assert local["images"]["base_image"]["name"] == "localhost/base:x"
     assert local["options"] == {"package_manager_path": "/usr/bin/apt-get", "skip_pip_install": True}
     assert local["dependencies"]["ansible_core"] == shipped["dependencies"]["ansible_core"]
@@ -72,6 +82,13 @@ def test_the_derived_definition_differs_from_the_shipped_one_in_the_stated_place
     # The tarball entry still names galaxy.yml's tarball by glob, now relative to the derived file's folder.
     tarball = local["additional_build_files"][0]
     assert (tmp_path / tarball["src"]).resolve() == (ROOT / shipped["additional_build_files"][0]["src"]).resolve()
+
+
+@pytest.mark.skipif(not (VENV_COLLECTIONS / "ansible" / "posix").is_dir(),
+                    reason="the ansible package (requirements/controller.txt) is not installed here")
+def test_the_pinned_ansible_package_holds_the_shipped_collection_versions(tmp_path):
+    """make ee-image takes the collections from .venv's ansible package: it must hold what the image ships."""
+    local_definition.derive(_shipped(), ROOT, "b", VENV_COLLECTIONS, tmp_path)
 
 
 def test_a_collection_at_another_version_than_the_shipped_requirements_stops_the_derivation(tmp_path):
