@@ -117,5 +117,6 @@ def test_a_differing_verdict_is_named_and_metrics_are_only_shown():
     rows, differ = compare_verdicts.compare(outside, inside)
     assert differ == []
     assert rows[1] == ("host_link", "balanced", "balanced", "share of ceiling 96 %", "share of ceiling 91.5 %")
-    _, differ = compare_verdicts.compare(outside, {**inside, "verdicts": {**inside["verdicts"], "network": "error"}})
+    rows, differ = compare_verdicts.compare(outside, {**inside, "verdicts": {**inside["verdicts"], "network": "error"}})
     assert differ == ["network"]
+    assert rows[0] == ("network", "balanced", "error", "", "")
