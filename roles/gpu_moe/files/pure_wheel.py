@@ -124,7 +124,7 @@ def write_wheel(root: Path, dest: Path) -> Path:
         "METADATA": _metadata(root, project),
         "WHEEL": "Wheel-Version: 1.0\nGenerator: hpc.balance gpu_moe\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         "entry_points.txt": _entry_points(project),
-        "top_level.txt": "".join(f"{top}\n" for top in sorted({path.split("/")[0] for path, _ in members})),
+        "top_level.txt": "".join(f"{top}\n" for top in sorted({member[0].split("/")[0] for member in members})),
     }
     members += [(f"{dist_info}/{file}", text.encode("utf-8")) for file, text in metadata_files.items() if text]
     record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in members)

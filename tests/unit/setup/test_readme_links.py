@@ -33,7 +33,7 @@ def relative_links(page: Path) -> list[str]:
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
 def test_every_relative_link_reaches_a_file_and_heading(page):
     for target in relative_links(page):
-        path, _, anchor = target.partition("#")
+        path, _hash, anchor = target.partition("#")
         resolved = (page.parent / path).resolve() if path else page
         assert resolved.exists(), f"{page.name}: {target}"
         if anchor and resolved.suffix == ".md":
