@@ -270,7 +270,7 @@ ee: venv ## collection tarball into dist/ and the execution environment's build 
 # and no Ansible Galaxy: a local Debian 12 base image (tests/ee/local_base_image.sh) and a definition derived from the
 # shipped one with its differences stated (tests/ee/local_definition.py). Not part of make test: the image takes
 # 1.5 to 5.5 minutes from scratch on 2 cores, and ee-audit needs a running lab with the roles applied (README.md,
-# "Running at scale").
+# "Running at scale"). Each build prunes the untagged layers of earlier builds (its own stay, as the next one's cache).
 EE_VERSION = $(shell awk '/^version:/ {print $$2}' $(ROOT)/galaxy.yml)
 EE_IMAGE ?= localhost/hpc-balance-ee:$(EE_VERSION)
 EE_LOCAL_BASE := localhost/hpc-balance-ee-base:bookworm
@@ -294,6 +294,7 @@ ee-image: ee $(EE_APT_STAMP) ## build the execution environment image with podma
 		--context $(EE_IMAGE_DIR)/context -t $(EE_IMAGE) --container-runtime podman \
 		--extra-build-cli-args '--network host' > $(EE_IMAGE_DIR)/build.log 2>&1 \
 		|| { tail -n 40 $(EE_IMAGE_DIR)/build.log; echo "ee-image: ansible-builder build failed" >&2; exit 1; }; \
+	$(EE_ENV) podman image prune -f --filter until=$$start_s >/dev/null; \
 	echo "ee-image: $(EE_IMAGE), $$($(EE_ENV) podman image inspect --format '{{.Size}}' $(EE_IMAGE) \
 		| awk '{printf "%d MB", $$1 / 1e6}'), built in $$(( $$(date +%s) - start_s )) s (base image $$base: $$base_s s)"
 
