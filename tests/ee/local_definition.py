@@ -12,7 +12,8 @@ change, nothing else:
   ``ansible`` package installed in .venv (requirements/controller.txt pins it), because Galaxy cannot be reached. A
   version that differs from the shipped requirements file fails the derivation: the image must hold what ships.
 
-Paths are rewritten for the derived file's own folder.
+Paths are rewritten for the derived file's own folder. ansible-builder documents RPM-based base images only, so the
+Debian base is this machine's test path, not a base the project ships.
 """
 
 from __future__ import annotations
