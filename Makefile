@@ -176,10 +176,17 @@ env: venv ## print the exports that use this checkout's tools: eval "$(make -s e
 		ANSIBLE_STRATEGY=mitogen_linear ANSIBLE_HOST_KEY_CHECKING=False',true)
 
 ## ---------------------------------------------------------------- checks
-lint: $(LINT_VENV_TARGET) ## ruff, ansible-lint (production profile), PowerShell parse check
+# mypy (mypy.ini) on plugins/ as the environment's collection link shows it, so that its ansible_collections.hpc.balance
+# imports resolve to this checkout, and on the package with its tests and benchmarks.
+MYPY_PATHS = $(notdir $(LINT_VENV))/collections/ansible_collections/hpc/balance/plugins \
+	$(addprefix packages/moe_balance/,src tests benchmarks)
+
+lint: $(LINT_VENV_TARGET) ## ruff, mypy, ansible-lint (production profile), PowerShell parse check
 	$(call require,$(PS1_PARSE_CHECK))
 	@echo "== ruff"
 	@$(LIGHT_ENV) ruff check $(ROOT)
+	@echo "== mypy"
+	@cd $(ROOT) && $(LIGHT_ENV) MYPYPATH=$(LINT_VENV)/collections mypy $(MYPY_PATHS)
 	@echo "== ansible-lint (production profile)"
 	@cd $(ROOT) && $(LIGHT_ENV) ansible-lint --profile production --offline -q
 	@echo "== PowerShell parse check (tree-sitter-powershell)"

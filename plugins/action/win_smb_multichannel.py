@@ -134,7 +134,7 @@ class ActionModule(WinPlanAction):
         return {"credential_path": desired.credential_path, "server_interfaces": list(state.server_interfaces)}
 
     def _diff(self, desired: SmbDesired, state: SmbState, changes: list[dict]) -> dict:
-        after = {
+        after: dict[str, Any] = {
             "server_multichannel": desired.server_enabled,
             "client_multichannel": desired.client_enabled,
             "constraints": dict(_switches(state)["constraints"]),

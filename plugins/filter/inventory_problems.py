@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
@@ -19,7 +21,7 @@ _IMPLICIT_GROUPS = ("all", "ungrouped")
 _ADDRESSLESS_CONNECTIONS = ("local",)
 
 
-def _is_ip_address(text):
+def _is_ip_address(text: str) -> bool:
     try:
         ipaddress.ip_address(text)
     except ValueError:
@@ -27,7 +29,7 @@ def _is_ip_address(text):
     return True
 
 
-def _resolves(name):
+def _resolves(name: str) -> bool:
     try:
         socket.getaddrinfo(name, None)
     except (OSError, UnicodeError):
@@ -35,7 +37,8 @@ def _resolves(name):
     return True
 
 
-def host_address_problem(host, host_vars, resolve=_resolves):
+def host_address_problem(host: str, host_vars: Mapping[str, Any], resolve: Callable[[str], bool] = _resolves
+                         ) -> str | None:
     """Return a message when ``host`` has no address Ansible could connect to, else None."""
     if host_vars.get("ansible_connection") in _ADDRESSLESS_CONNECTIONS:
         return None
@@ -50,7 +53,9 @@ def host_address_problem(host, host_vars, resolve=_resolves):
     )
 
 
-def inventory_problems(groups, hostvars, required_groups=None, extra_groups=None, resolve=_resolves):
+def inventory_problems(groups: Mapping[str, list[str]], hostvars: Mapping[str, Mapping[str, Any]],
+                       required_groups: list[str] | None = None, extra_groups: list[str] | None = None,
+                       resolve: Callable[[str], bool] = _resolves) -> list[str]:
     """List every inventory problem as one readable sentence each (empty list = inventory is usable).
 
     groups          -- Ansible's ``groups`` magic variable: group name -> list of host names
@@ -88,5 +93,5 @@ def inventory_problems(groups, hostvars, required_groups=None, extra_groups=None
 class FilterModule:
     """Inventory sanity filters."""
 
-    def filters(self):
+    def filters(self) -> dict[str, Any]:
         return {"inventory_problems": inventory_problems}

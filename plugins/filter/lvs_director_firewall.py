@@ -158,7 +158,7 @@ def _left(left: Any, flow: dict) -> tuple[str, Any]:
         if protocol in ("ip", "ip6"):
             if protocol != flow["family"]:
                 return "never", None
-            key = {"protocol": "l4proto", "nexthdr": "l4proto", "saddr": "saddr", "daddr": "daddr"}.get(field)
+            key = {"protocol": "l4proto", "nexthdr": "l4proto", "saddr": "saddr", "daddr": "daddr"}.get(str(field))
         elif protocol == "th" or protocol in PORT_PROTOCOLS:
             if flow["l4"] not in PORT_PROTOCOLS or protocol not in ("th", flow["l4"]):
                 return "never", None
@@ -173,7 +173,7 @@ def _left(left: Any, flow: dict) -> tuple[str, Any]:
             return "values", ["ipv4" if flow["family"] == "ip" else "ipv6"]
         if name == "protocol":  # the ethertype
             return "values", [flow["family"]]
-        key = {"l4proto": "l4proto", "iifname": "iifname", "iif": "iifname", "pkttype": "pkttype"}.get(name)
+        key = {"l4proto": "l4proto", "iifname": "iifname", "iif": "iifname", "pkttype": "pkttype"}.get(str(name))
     elif isinstance(left.get("ct"), dict) and left["ct"].get("key") == "state" and not left["ct"].get("dir"):
         key = "ctstate"
     elif isinstance(left.get("fib"), dict) and left["fib"].get("result") == "type" \
@@ -200,10 +200,12 @@ def _scalar(item: Any, value: Any) -> bool | None:
             if isinstance(value, int) and isinstance(low, int) and isinstance(high, int):
                 return low <= value <= high
             try:
-                return ipaddress.ip_address(str(low)) <= ipaddress.ip_address(str(value)) <= ipaddress.ip_address(
-                    str(high))
-            except (TypeError, ValueError):
+                bounds = [ipaddress.ip_address(str(item)) for item in (low, value, high)]
+            except ValueError:
                 return None
+            if len({address.version for address in bounds}) > 1:
+                return None  # a range of the other family: Python cannot order IPv4 against IPv6
+            return int(bounds[0]) <= int(bounds[1]) <= int(bounds[2])
         return None
     if isinstance(item, str) and item.startswith("@"):
         return None  # a named set: its elements are elsewhere in the ruleset
@@ -569,7 +571,7 @@ def lvs_director_sync_daemon_peer_problems(directors: list[dict], configs: list[
                 f"{'keeps' if one else 'keep'} none as backup, so every failover to or from {'it' if one else 'them'} "
                 "resets the established connections; set lvs_director_sync_daemon once in group_vars/lvs_directors "
                 "for all of them, or null on all of them")})
-        settings = {host: sync_daemon_settings(syncs[host]) for host in on}
+        settings = {host: sync_daemon_settings(syncs[host]) or {} for host in on}  # on: every one is set
         compared = [("instance", "keepalived runs the master daemon where that instance is MASTER and the backup "
                                  "daemon elsewhere, so with different instances every director may be a master and "
                                  "none a backup"),
@@ -622,7 +624,7 @@ def _shown(key: str, sync_daemon: dict, value: Any) -> str:
 class FilterModule:
     """Firewall and connection-sync helpers of the lvs_director role."""
 
-    def filters(self):
+    def filters(self) -> dict[str, Any]:
         return {
             "lvs_director_firewall_rules": lvs_director_firewall_rules,
             "lvs_director_firewall_findings": lvs_director_firewall_findings,

@@ -30,5 +30,5 @@ def lvs_init_system(choice: Any, service_mgr: Any = None, systemd_dir_stat: Any 
 class FilterModule:
     """Init-system choice shared by the lvs_director and lvs_realserver roles."""
 
-    def filters(self):
+    def filters(self) -> dict[str, Any]:
         return {"lvs_init_system": lvs_init_system}

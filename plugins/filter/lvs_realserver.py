@@ -142,7 +142,7 @@ def _vip_list_problems(host: str, vips: list[str], own_addresses: list[Any]) -> 
     parsed = [address for address in (_address(vip) for vip in vips) if address]
     for vip in sorted({vip for vip in parsed if parsed.count(vip) > 1}, key=lambda a: (a.version, a)):
         problems.append(f"{host}: lvs_realserver_vips lists {vip} more than once; keep one entry")
-    own = {_address(address) for address in own_addresses} - {None}
+    own = {address for address in map(_address, own_addresses) if address is not None}
     mine = sorted(own.intersection(parsed), key=lambda a: (a.version, a))
     if mine:
         problems.append(
@@ -229,7 +229,7 @@ def lvs_realserver_vip_plan(ip_json: Any, wanted: list[str], label: str) -> dict
 def _listeners(ss_lines: list[str]) -> set[tuple[Any, int]]:
     """(address or "*", port) of each listening TCP socket in ``ss -Hltn`` lines; a wildcard socket is "*" for its
     family as ("*4", port) or ("*6", port), and ss's own "*" (any family) as ("*", port)."""
-    found = set()
+    found: set[tuple[Any, int]] = set()
     for line in ss_lines:
         fields = str(line).split()
         if len(fields) < 4 or ":" not in fields[3]:

@@ -9,10 +9,12 @@ they are reported apart instead of failing, and never counted as a change.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 
-def sysctl_value_text(value):
+def sysctl_value_text(value: Any) -> str:
     """The text sysctl prints for a wanted value: booleans as 1/0, sequences space-separated."""
     if isinstance(value, bool):
         return "1" if value else "0"
@@ -21,9 +23,9 @@ def sysctl_value_text(value):
     return str(value).strip()
 
 
-def parse_sysctl_output(text):
+def parse_sysctl_output(text: str | None) -> dict[str, str]:
     """``key = value`` lines (sysctl's output) -> {key: value}; other lines are ignored."""
-    current = {}
+    current: dict[str, str] = {}
     for line in (text or "").splitlines():
         key, separator, value = line.partition(" = ")
         if separator:
@@ -31,7 +33,7 @@ def parse_sysctl_output(text):
     return current
 
 
-def lvs_sysctl_plan(wanted, sysctl_output):
+def lvs_sysctl_plan(wanted: Any, sysctl_output: str | None) -> dict[str, list[str]]:
     """Compare wanted settings with the running kernel.
 
     wanted        -- {sysctl key: value}, keys in dotted form (an interface name with a dot written with '/')
@@ -43,7 +45,8 @@ def lvs_sysctl_plan(wanted, sysctl_output):
     if not isinstance(wanted, dict):
         raise AnsibleFilterError(f"lvs_sysctl_plan: wanted settings must be a dict of key: value, got {wanted!r}")
     current = parse_sysctl_output(sysctl_output)
-    assignments, missing = [], []
+    assignments: list[str] = []
+    missing: list[str] = []
     for key, value in wanted.items():
         text = sysctl_value_text(value)
         if key not in current:
@@ -56,5 +59,5 @@ def lvs_sysctl_plan(wanted, sysctl_output):
 class FilterModule:
     """Kernel-setting helpers shared by the lvs_director and lvs_realserver roles."""
 
-    def filters(self):
+    def filters(self) -> dict[str, Any]:
         return {"lvs_sysctl_plan": lvs_sysctl_plan, "lvs_sysctl_value": sysctl_value_text}

@@ -21,6 +21,7 @@ weight, and refuses to reorder an fo or ovf service by moving the weights of its
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -63,7 +64,7 @@ def _capacity(name: str, value: Any) -> int | float:
     return int(number) if number.is_integer() else number  # 8 vCPUs read as 8, not 8.0
 
 
-def _shares(weights: dict[str, int | float]) -> dict[str, float]:
+def _shares(weights: Mapping[str, float]) -> dict[str, float]:
     total = sum(weights.values())
     return {name: (weight / total if total else 0.0) for name, weight in weights.items()}
 
@@ -90,7 +91,7 @@ def _smallest_weights(measured: dict[str, int | float], max_weight: int,
 
 def _check_spread(measured: dict[str, int | float], max_capacity_ratio: float) -> None:
     """Refuse capacities so far apart that one of them is more likely a failed test than a real server."""
-    largest, smallest = max(measured, key=measured.get), min(measured, key=measured.get)
+    largest, smallest = max(measured, key=measured.__getitem__), min(measured, key=measured.__getitem__)
     ratio = measured[largest] / measured[smallest]
     if ratio > max_capacity_ratio:
         raise AnsibleFilterError(
@@ -250,5 +251,5 @@ def lvs_weights(capacities: dict[str, Any], current: dict[str, Any] | None = Non
 class FilterModule:
     """LVS weights from measured capacity."""
 
-    def filters(self):
+    def filters(self) -> dict[str, Any]:
         return {"lvs_weights": lvs_weights}

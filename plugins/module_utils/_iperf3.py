@@ -133,8 +133,8 @@ def assess(result: dict[str, Any], expected_link_bits_per_second: float | None =
     received = result["received_bits_per_second"] or 0.0
     stream_rates = [stream["received_bits_per_second"] or 0.0 for stream in result["streams"]]
     spread = summarize(stream_rates) if stream_rates else summarize([])
-    findings = []
-    assessment = {
+    findings: list[str] = []
+    assessment: dict[str, Any] = {
         "team_bits_per_second": None,
         "utilisation_percent": None,
         "reaches_expected": None,

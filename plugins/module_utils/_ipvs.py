@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import Any, NoReturn
 
 HEADER_PREFIX = "IP Virtual Server version "
 COUNTER_KEYS = ("conns", "in_packets", "out_packets", "in_bytes", "out_bytes")
@@ -29,13 +30,13 @@ class IpvsParseError(ValueError):
     """Input that is not (complete) IPVS output; the message names the line."""
 
 
-def _fail(line_number, line, expected):
+def _fail(line_number: int, line: str, expected: str) -> NoReturn:
     raise IpvsParseError(
         f"line {line_number}: expected {expected}, got {line.strip()!r}; is the input complete and unmodified?"
     )
 
 
-def _header(lines, source):
+def _header(lines: list[str], source: str) -> tuple[str, int | None]:
     if not lines or not lines[0].strip():
         raise IpvsParseError(
             f"empty {source}: expected the 'IP Virtual Server version' header; is the ip_vs kernel module loaded?")
@@ -54,7 +55,8 @@ def _header(lines, source):
     return version, table_size
 
 
-def _new_service(protocol, address, port, fwmark, family, scheduler):
+def _new_service(protocol: str, address: str | None, port: int | None, fwmark: int | None, family: str | None,
+                 scheduler: str | None) -> dict[str, Any]:
     return {
         "protocol": protocol,
         "address": address,
@@ -77,7 +79,7 @@ def _new_service(protocol, address, port, fwmark, family, scheduler):
     }
 
 
-def _read_listing_columns(server, tokens):
+def _read_listing_columns(server: dict[str, Any], tokens: list[str]) -> None:
     """Forward, Weight, ActiveConn, InActConn: the same four columns after the address in /proc/net/ip_vs and in
     `ipvsadm -Ln` (tokens: the split real-server line, starting with '->')."""
     server["forward"] = tokens[2]
@@ -86,14 +88,14 @@ def _read_listing_columns(server, tokens):
     server["inactive_conns"] = int(tokens[5])
 
 
-def _attach_real_server(service, server):
+def _attach_real_server(service: dict[str, Any], server: dict[str, Any]) -> None:
     """Add a real server to its service; a firewall-mark service takes its family from its first real server."""
     service["real_servers"].append(server)
     if service["family"] is None:
         service["family"] = server["family"]
 
 
-def _new_real_server(address, port, family):
+def _new_real_server(address: str, port: int, family: str) -> dict[str, Any]:
     return {
         "address": address,
         "port": port,
@@ -110,7 +112,7 @@ def _new_real_server(address, port, family):
     }
 
 
-def service_key(service):
+def service_key(service: dict[str, Any]) -> str:
     """A stable text id: 'TCP 10.0.0.1:80', 'UDP [2001:db8::1]:53', 'FWM 7' or 'FWM 7 IPv6'."""
     if service["fwmark"] is not None:
         suffix = " IPv6" if service["family"] == "ipv6" else ""
@@ -118,7 +120,7 @@ def service_key(service):
     return f"{service['protocol']} {endpoint(service['address'], service['port'], service['family'])}"
 
 
-def endpoint(address, port, family):
+def endpoint(address: str, port: int, family: str | None) -> str:
     """'10.0.0.1:80' or '[2001:db8::1]:80'."""
     if family == "ipv6":
         return f"[{address}]:{port}"
@@ -128,16 +130,16 @@ def endpoint(address, port, family):
 # ---------------------------------------------------------------- /proc/net/ip_vs (hex) -- fast path
 
 
-def _proc_ipv4(hex_address):
+def _proc_ipv4(hex_address: str) -> str:
     return socket.inet_ntoa(bytes.fromhex(hex_address))
 
 
-def _proc_ipv6(bracketed):
+def _proc_ipv6(bracketed: str) -> str:
     # %pI6 prints eight groups of four hex digits; ipaddress gives the usual compressed form.
     return ipaddress.IPv6Address(bracketed[1:-1]).compressed
 
 
-def _proc_endpoint(token):
+def _proc_endpoint(token: str) -> tuple[str, int, str]:
     """'0A000001:0050' or '[2001:0db8:...:0001]:0050' -> (address, port, family)."""
     if token.startswith("["):
         address, dummy, port = token.rpartition(":")
@@ -150,7 +152,7 @@ def _proc_endpoint(token):
     return _proc_ipv4(address), int(port, 16), "ipv4"
 
 
-def _proc_netmask(hex_mask, family):
+def _proc_netmask(hex_mask: str, family: str | None) -> str:
     """/proc prints ntohl(netmask): a dotted mask for IPv4, a prefix length (byte-swapped on little endian) for IPv6."""
     value = int(hex_mask, 16)
     if family == "ipv6":
@@ -160,7 +162,7 @@ def _proc_netmask(hex_mask, family):
     return socket.inet_ntoa(value.to_bytes(4, "big"))
 
 
-def _proc_service_tail(service, tokens, kernel_hz):
+def _proc_service_tail(service: dict[str, Any], tokens: list[str], kernel_hz: int) -> None:
     """Flags after the scheduler: optional 'ops', optional 'persistent TIMEOUT_JIFFIES NETMASK'."""
     index = 0
     while index < len(tokens):
@@ -180,7 +182,7 @@ def _proc_service_tail(service, tokens, kernel_hz):
             raise ValueError(token)
 
 
-def parse_proc_ip_vs(text, kernel_hz=250):
+def parse_proc_ip_vs(text: str, kernel_hz: int = 250) -> dict[str, Any]:
     """Parse /proc/net/ip_vs. ``kernel_hz`` (CONFIG_HZ, 250 on Debian) turns the jiffies timeout into seconds."""
     if kernel_hz < 1:
         raise ValueError(f"kernel_hz is {kernel_hz!r}: give the kernel's CONFIG_HZ (100, 250, 300 or 1000)")
@@ -236,13 +238,13 @@ def parse_proc_ip_vs(text, kernel_hz=250):
 PROC_CONN_HEADER = "Pro FromIP"
 
 
-def proc_conn_address(address):
+def proc_conn_address(address: str) -> str:
     """An address as /proc/net/ip_vs_conn prints it: %08X of an IPv4 address, %pI6 (eight groups of four) of IPv6."""
     parsed = ipaddress.ip_address(address)
     return parsed.exploded if parsed.version == 6 else f"{int(parsed):08X}"
 
 
-def _proc_conn_endpoint(address, port):
+def _proc_conn_endpoint(address: str, port: str) -> tuple[str, int]:
     if ":" in address:
         return ipaddress.IPv6Address(address).compressed, int(port, 16)
     if len(address) != 8:
@@ -250,7 +252,7 @@ def _proc_conn_endpoint(address, port):
     return _proc_ipv4(address), int(port, 16)
 
 
-def parse_proc_ip_vs_conn(text, destination=None):
+def parse_proc_ip_vs_conn(text: str, destination: str | None = None) -> list[dict[str, Any]]:
     """Parse /proc/net/ip_vs_conn, one dict per connection entry (ip_vs_conn.c, ip_vs_conn_seq_show: protocol,
     client, virtual and destination address and port, state, seconds until the entry expires).
 
@@ -289,7 +291,7 @@ _STATS_RATE_KEYS = ("conns_per_second", "in_packets_per_second", "out_packets_pe
                     "in_bytes_per_second", "out_bytes_per_second")
 
 
-def parse_proc_ip_vs_stats(text):
+def parse_proc_ip_vs_stats(text: str) -> dict[str, Any]:
     """Parse /proc/net/ip_vs_stats: two hex rows (totals since load, and current rates)."""
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -309,7 +311,7 @@ def parse_proc_ip_vs_stats(text):
     return result
 
 
-def _is_hex(token):
+def _is_hex(token: str) -> bool:
     try:
         int(token, 16)
     except ValueError:
@@ -320,7 +322,7 @@ def _is_hex(token):
 # ---------------------------------------------------------------- ipvsadm -Ln [--stats] --exact -- fast path
 
 
-def _ipvsadm_endpoint(token):
+def _ipvsadm_endpoint(token: str) -> tuple[str, int, str]:
     """'10.0.0.1:80' or '[2001:db8::1]:80' -> (address, port, family)."""
     if token.startswith("["):
         address, dummy, port = token.rpartition(":")
@@ -334,7 +336,7 @@ def _ipvsadm_endpoint(token):
     return address, int(port), "ipv4"
 
 
-def _counter(token, line_number, line):
+def _counter(token: str, line_number: int, line: str) -> int:
     if not token.isdigit():
         raise IpvsParseError(
             f"line {line_number}: counter {token!r} is not an exact integer in {line.strip()!r}; run ipvsadm with "
@@ -343,7 +345,7 @@ def _counter(token, line_number, line):
     return int(token)
 
 
-def _ipvsadm_service_tail(service, tokens):
+def _ipvsadm_service_tail(service: dict[str, Any], tokens: list[str]) -> None:
     """Flags after the scheduler in the plain listing: '(flag,...)', 'persistent N', 'mask M', 'pe NAME', 'ops'."""
     index = 0
     while index < len(tokens):
@@ -372,7 +374,7 @@ def _ipvsadm_service_tail(service, tokens):
         service["persistence_netmask"] = "128" if service["family"] == "ipv6" else "255.255.255.255"
 
 
-def _ipvsadm_service_head(tokens):
+def _ipvsadm_service_head(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
     """(service, rest) from 'TCP  10.0.0.1:80 ...', 'FWM  7 ...' or 'FWM  7 IPv6 ...'."""
     if tokens[0] == "FWM":
         family = None
@@ -385,7 +387,7 @@ def _ipvsadm_service_head(tokens):
     return _new_service(tokens[0], address, port, None, family, None), tokens[2:]
 
 
-def parse_ipvsadm(text):
+def parse_ipvsadm(text: str) -> dict[str, Any]:
     """Parse ``ipvsadm -Ln --exact`` (weights) or ``ipvsadm -Ln --stats --exact`` (counters); the header decides.
 
     Returns {"version", "conn_table_size", "kind": "list"|"stats", "services": [...]}.
@@ -451,11 +453,11 @@ def parse_ipvsadm(text):
 # ---------------------------------------------------------------- merging the two ipvsadm listings
 
 
-def _server_key(server):
+def _server_key(server: dict[str, Any]) -> str:
     return endpoint(server["address"], server["port"], server["family"])
 
 
-def merge_ipvsadm(listing, stats):
+def merge_ipvsadm(listing: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     """Add the counters of ``ipvsadm -Ln --stats --exact`` to the services of ``ipvsadm -Ln --exact``.
 
     Services or servers that appeared between the two reads are kept with the fields their one listing had.
@@ -484,7 +486,7 @@ def merge_ipvsadm(listing, stats):
             "services": merged}
 
 
-def totals(services):
+def totals(services: list[dict[str, Any]]) -> dict[str, int | None]:
     """Sum of the per-service counters (None where a counter is unknown)."""
     result = {}
     for key in COUNTER_KEYS:
@@ -493,7 +495,7 @@ def totals(services):
     return result
 
 
-def pinning_warning(service):
+def pinning_warning(service: dict[str, Any]) -> str | None:
     """Plain words when a service pins every client behind one NAT address to one real server, else None."""
     name = service_key(service)
     scheduler = service["scheduler"]

@@ -219,6 +219,7 @@ def _worst_finding(servers: list[dict[str, Any]], stats: dict[str, Any], split: 
     """The real server furthest from its expected share, in words."""
     known = [index for index in range(len(servers)) if stats["deviations"][index] is not None]
     worst = max(known, key=lambda index: abs(stats["deviations"][index]))
+    share = split.shares[worst] or 0.0  # a known deviation has a non-zero expected share
     if split.expected is None:
         asks = "its weight asks for"
     elif scheduler in HIGHEST_WEIGHT_SCHEDULERS:
@@ -226,7 +227,7 @@ def _worst_finding(servers: list[dict[str, Any]], stats: dict[str, Any], split: 
     else:
         asks = f"{scheduler}'s equal share is"
     return (f"{servers[worst]['address']} got {100.0 * servers[worst]['share']:.1f} % of the {metric} where {asks} "
-            f"{100.0 * split.shares[worst]:.1f} % ({100.0 * stats['deviations'][worst]:+.1f} %, limit "
+            f"{100.0 * share:.1f} % ({100.0 * stats['deviations'][worst]:+.1f} %, limit "
             f"{threshold_percent:g} %)")
 
 
@@ -302,7 +303,7 @@ def report_service(service: dict[str, Any], options: dict[str, Any], warn: Warn)
     warning = pinning_warning(service)
     if warning:
         warn(warning)
-    report = {"name": name}
+    report: dict[str, Any] = {"name": name}
     report.update({key: value for key, value in service.items() if key != "real_servers"})
     report.update({
         "metric": metric,

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ansible_collections.hpc.balance.plugins.module_utils._addresses import address_spelling
 from ansible_collections.hpc.balance.plugins.module_utils._booleans import BooleanInputError, read_boolean
 
-INSTANCE_DEFAULTS = {
+INSTANCE_DEFAULTS: dict[str, Any] = {
     "auth_pass": None,
     "nopreempt": False,
     "preempt_delay_s": None,
@@ -32,9 +32,11 @@ INSTANCE_DEFAULTS = {
 }
 NOTIFY_KEYS = ("notify_master", "notify_backup", "notify_fault", "notify")
 # A vrrp_sync_group: instances that change state together, with notify scripts of the group (keepalived.conf(5)).
-SYNC_GROUP_DEFAULTS = {"notify": None, "notify_master": None, "notify_backup": None, "notify_fault": None}
-VRRP_SCRIPT_DEFAULTS = {"interval_s": 1, "timeout_s": None, "fall": None, "rise": None, "weight": None}
-VIRTUAL_SERVER_DEFAULTS = {
+SYNC_GROUP_DEFAULTS: dict[str, Any] = {
+    "notify": None, "notify_master": None, "notify_backup": None, "notify_fault": None,
+}
+VRRP_SCRIPT_DEFAULTS: dict[str, Any] = {"interval_s": 1, "timeout_s": None, "fall": None, "rise": None, "weight": None}
+VIRTUAL_SERVER_DEFAULTS: dict[str, Any] = {
     "protocol": "TCP",
     "lvs_sched": "wlc",
     "lvs_method": "DR",
@@ -51,7 +53,7 @@ VIRTUAL_SERVER_DEFAULTS = {
     "delay_loop_s": 6,
 }
 REAL_SERVER_SCRIPT_KEYS = ("notify_up", "notify_down")
-CHECK_DEFAULTS = {
+CHECK_DEFAULTS: dict[str, Any] = {
     "type": None,
     "connect_timeout_s": 3,
     "retry": 3,
@@ -151,7 +153,7 @@ def _resolve_instance(instance: Any, host_defaults: dict[str, Any], index: int) 
             f"lvs_director_resolve: {what} needs at least name, virtual_router_id, virtual_ipaddresses"
         )
     what = f"lvs_director_vrrp_instances[{instance['name']}]"
-    resolved = dict(INSTANCE_DEFAULTS)
+    resolved: dict[str, Any] = dict(INSTANCE_DEFAULTS)
     resolved.update(host_defaults)
     resolved.update({key: value for key, value in instance.items() if value is not None})
     resolved["name"] = str(resolved["name"])
@@ -185,7 +187,7 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
     what = f"lvs_director_virtual_servers[{index}]"
     if port is None or not server.get("address"):
         raise LvsDirectorConfigError(f"lvs_director_resolve: {what} needs address, port and real_servers")
-    resolved = dict(VIRTUAL_SERVER_DEFAULTS, inhibit_on_failure=inhibit_on_failure)
+    resolved: dict[str, Any] = dict(VIRTUAL_SERVER_DEFAULTS, inhibit_on_failure=inhibit_on_failure)
     resolved.update({key: value for key, value in server.items() if value is not None})
     resolved["address"] = str(resolved["address"])
     resolved["family"] = address_family(resolved["address"])
@@ -237,7 +239,7 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
 def _resolve_script(script: Any, index: int) -> dict[str, Any]:
     if not isinstance(script, dict) or not script.get("name") or not script.get("script"):
         raise LvsDirectorConfigError(f"lvs_director_resolve: lvs_director_vrrp_scripts[{index}] needs name and script")
-    resolved = dict(VRRP_SCRIPT_DEFAULTS)
+    resolved: dict[str, Any] = dict(VRRP_SCRIPT_DEFAULTS)
     resolved.update({key: value for key, value in script.items() if value is not None})
     what = f"lvs_director_vrrp_scripts[{script['name']}]"
     # Kept as given (0.5 stays 0.5): lvs_director_problems names a fraction keepalived 2.2.7 cannot read.
@@ -340,7 +342,8 @@ def _resolve_sync_group(group: Any, index: int) -> dict[str, Any]:
         raise LvsDirectorConfigError(
             f"lvs_director_resolve: {what}.instances is {instances!r}; list the names of the VRRP instances"
         )
-    resolved = dict(SYNC_GROUP_DEFAULTS, name=str(group["name"]), instances=[str(name) for name in instances])
+    resolved: dict[str, Any] = dict(SYNC_GROUP_DEFAULTS, name=str(group["name"]),
+                                    instances=[str(name) for name in instances])
     for key in SYNC_GROUP_DEFAULTS:
         resolved[key] = None if group.get(key) in (None, "") else str(group[key])
     return resolved

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 PRIORITY_RANGE = (1, 255)
-FAMILY_NAMES = {4: "IPv4", 6: "IPv6"}
+FAMILY_NAMES: dict[int | None, str] = {4: "IPv4", 6: "IPv6"}
 
 
 def finding(hosts: list[str], message: str) -> dict[str, Any]:

@@ -154,7 +154,7 @@ def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, An
     return [finding([host], message) for message in found]
 
 
-def _unquotable(value):
+def _unquotable(value: Any) -> bool:
     return any(char in str(value) for char in UNQUOTABLE_CHARS)
 
 
@@ -202,7 +202,8 @@ def _unicast_problems(config: dict[str, Any], instance: dict[str, Any], key: str
 def _virtual_server_problems(host: str, config: dict[str, Any], server: dict[str, Any]
                              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     key = f"{host}: lvs_director_virtual_servers[{server['address']}:{server['port']}]"
-    errors, warnings = [], []
+    errors: list[str] = []
+    warnings: list[str] = []
     reals = server["real_servers"]
     if not reals:
         errors.append(f"{key}.real_servers is empty; list at least one real server")
@@ -289,11 +290,11 @@ def _check_problems(key: str, server: dict[str, Any], check: dict[str, Any]) -> 
     return found
 
 
-def _whole_positive(value):
+def _whole_positive(value: Any) -> bool:
     return isinstance(value, int) and value >= 1
 
 
-def _quorum_problems(key, server, warnings):
+def _quorum_problems(key: str, server: dict[str, Any], warnings: list[str]) -> list[str]:
     found = []
     total_weight = sum(real["weight"] for real in server["real_servers"])
     quorum = server["quorum"]
@@ -315,7 +316,7 @@ def _quorum_problems(key, server, warnings):
     return found
 
 
-def _pinning_advice(key, server):
+def _pinning_advice(key: str, server: dict[str, Any]) -> str | None:
     """sh / mh and persistence pin every client behind one NAT address to one real server (as ipvs_spread says)."""
     if server["lvs_sched"] in SOURCE_HASH_SCHEDULERS:
         return (

@@ -130,7 +130,7 @@ def _check_view(check: dict[str, Any]) -> str:
     return f"{check['type']} ({settings})" if settings else str(check["type"])
 
 
-def _virtual_server_view(server):
+def _virtual_server_view(server: dict[str, Any]) -> dict[str, Any]:
     """What a client gets from a virtual server, comparable between directors."""
     view = {key: server[key] for key in PEER_VIRTUAL_SERVER_KEYS if key not in ("real_servers", "check")}
     view["check"] = _check_view(server["check"])
@@ -141,7 +141,7 @@ def _virtual_server_view(server):
     return view
 
 
-def _peer_virtual_server_problems(configs):
+def _peer_virtual_server_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Directors that can hold one VIP must serve it the same way, or a failover silently changes the service."""
     errors = []
     ipvs = [config for config in configs if not config["vrrp_only"]]
@@ -152,7 +152,7 @@ def _peer_virtual_server_problems(configs):
     for vip, members in sorted(holders.items()):
         if len(members) < 2:
             continue
-        services = {}
+        services: dict[str, dict[str, dict[str, Any]]] = {}
         for config in members:
             for server in config["virtual_servers"]:
                 if server["address"] == vip:
@@ -280,7 +280,7 @@ def _sync_group_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A sync group must hold the same instances on every director that defines it: keepalived moves the instances of
     one group together (vrrp_sync.c), so a group of VI_4 and VI_6 on one director and VI_4 alone on the other lets
     the IPv6 VIP stay behind after a failover."""
-    members = defaultdict(dict)
+    members: defaultdict[str, dict[str, list[str]]] = defaultdict(dict)
     for config in configs:
         for group in config.get("vrrp_sync_groups") or []:
             members[group["name"]][config["host"]] = sorted(group["instances"])

@@ -33,8 +33,9 @@ def problems(configs: list[dict[str, Any] | None] | None, failed_hosts: list[str
     left_out_hosts -- directors of the inventory this run leaves out (--limit): the checks across directors cannot
                     see them, so every director of the run stops
     """
-    configs = [config for config in configs or [] if config]
-    errors, warnings = [], []
+    present = [config for config in configs or [] if config]
+    errors: list[dict[str, Any]] = []
+    warnings: list[dict[str, Any]] = []
     for host in sorted(failed_hosts or []):
         errors.append(
             finding(
@@ -46,17 +47,17 @@ def problems(configs: list[dict[str, Any] | None] | None, failed_hosts: list[str
     if left_out:
         errors.append(
             finding(
-                [config["host"] for config in configs],
+                [config["host"] for config in present],
                 f"{', '.join(left_out)} {'is' if len(left_out) == 1 else 'are'} in lvs_directors but not in this run "
                 "(--limit), so the checks across directors (peers, VIPs, unicast lists, virtual servers) cannot see "
                 f"{'it' if len(left_out) == 1 else 'them'} and a mismatch would split the pair; run on every director, "
                 "or set lvs_director_allow_partial_run: true when the others are gone for good",
             )
         )
-    for config in configs:
+    for config in present:
         host_errors, host_warnings = host_problems(config)
         errors += host_errors
         warnings += host_warnings
-    errors += peer_problems(configs)
-    warnings += peer_warnings(configs)
+    errors += peer_problems(present)
+    warnings += peer_warnings(present)
     return {"errors": errors, "warnings": warnings}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any, Iterable
 
 from ansible_collections.hpc.balance.plugins.module_utils._spread import summarize
 
@@ -30,18 +31,18 @@ class RecordError(ValueError):
     """One record that does not follow the schema; the message says which field and why."""
 
 
-def _is_int(value):
+def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _require_int(record, key, minimum):
+def _require_int(record: dict[str, Any], key: str, minimum: int) -> int:
     value = record[key]
     if not _is_int(value) or value < minimum:
         raise RecordError(f"{key} is {json.dumps(value)}: must be an integer >= {minimum}")
     return value
 
 
-def validate_record(record):
+def validate_record(record: Any) -> dict[str, Any]:
     """Return the record if it follows the schema, else raise RecordError naming the first problem."""
     if not isinstance(record, dict):
         raise RecordError(f"not a JSON object but {type(record).__name__}")
@@ -81,7 +82,7 @@ def validate_record(record):
     return record
 
 
-def is_consistent(record):
+def is_consistent(record: dict[str, Any]) -> bool:
     """True when the counts add up to num_tokens x top_k (every token routed to top_k experts, counted pre-drop)."""
     return sum(record["tokens_per_expert"]) == record["num_tokens"] * record["top_k"]
 
@@ -90,28 +91,28 @@ class ParseReport:
     """Where valid records go (a list, or any object with ``add(record)``) plus the count and first few examples of
     the lines that were skipped."""
 
-    def __init__(self, sink=None):
-        self.records = [] if sink is None else None
+    def __init__(self, sink: Any = None) -> None:
+        self.records: list[dict[str, Any]] | None = [] if sink is None else None
         self._sink = sink
         self.valid_records = 0
         self.malformed_lines = 0
-        self.malformed_examples = []
+        self.malformed_examples: list[dict[str, Any]] = []
         self.ignored_lines = 0
 
-    def skip(self, line_number, reason):
+    def skip(self, line_number: int, reason: str) -> None:
         self.malformed_lines += 1
         if len(self.malformed_examples) < MAX_EXAMPLES:
             self.malformed_examples.append({"line": line_number, "reason": reason})
 
-    def keep(self, record):
+    def keep(self, record: dict[str, Any]) -> None:
         self.valid_records += 1
-        if self._sink is None:
-            self.records.append(record)
-        else:
+        if self._sink is not None:
             self._sink.add(record)
+        elif self.records is not None:
+            self.records.append(record)
 
 
-def _accept(report, experts_by_layer, record, line_number):
+def _accept(report: ParseReport, experts_by_layer: dict[int, int], record: Any, line_number: int) -> None:
     try:
         validate_record(record)
     except RecordError as exc:
@@ -125,10 +126,10 @@ def _accept(report, experts_by_layer, record, line_number):
     report.keep(record)
 
 
-def parse_jsonl(lines, sink=None):
+def parse_jsonl(lines: Iterable[str], sink: Any = None) -> ParseReport:
     """JSONL text lines -> ParseReport. Blank lines are ignored; every other bad line is counted and skipped."""
     report = ParseReport(sink)
-    experts_by_layer = {}
+    experts_by_layer: dict[int, int] = {}
     for line_number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -141,16 +142,17 @@ def parse_jsonl(lines, sink=None):
     return report
 
 
-def parse_records(records, sink=None):
+def parse_records(records: Iterable[Any], sink: Any = None) -> ParseReport:
     """Already-decoded records (the smoke test's ``records``) -> ParseReport; 'line' numbers are 1-based indexes."""
     report = ParseReport(sink)
-    experts_by_layer = {}
+    experts_by_layer: dict[int, int] = {}
     for index, record in enumerate(records, start=1):
         _accept(report, experts_by_layer, record, index)
     return report
 
 
-def parse_log(lines, num_experts=None, default_layer=0, sink=None):
+def parse_log(lines: Iterable[str], num_experts: int | None = None, default_layer: int = 0, sink: Any = None
+              ) -> ParseReport:
     """``Expert 3 received 4320 tokens`` lines (optionally with ``layer 2`` on the line) -> ParseReport.
 
     Counts for one (layer, expert) add up; experts never mentioned count as idle up to ``num_experts``. The
@@ -158,7 +160,7 @@ def parse_log(lines, num_experts=None, default_layer=0, sink=None):
     Lines mentioning an expert receiving something that cannot be read are malformed; other lines are ignored.
     """
     report = ParseReport(sink)
-    counts_by_layer = {}
+    counts_by_layer: dict[int, dict[int, int]] = {}
     for line_number, line in enumerate(lines, start=1):
         match = LOG_LINE.search(line)
         if not match:
@@ -185,7 +187,7 @@ def parse_log(lines, num_experts=None, default_layer=0, sink=None):
     return report
 
 
-def detect_format(lines):
+def detect_format(lines: Iterable[str]) -> str:
     """'jsonl' when the first non-blank line starts with '{', else 'log'."""
     for line in lines:
         if line.strip():
@@ -201,13 +203,13 @@ class LayerAccumulator:
     all-reduced counts (every expert scaled by world_size, so every ratio is unchanged).
     """
 
-    def __init__(self, window="last"):
+    def __init__(self, window: str = "last") -> None:
         if window not in ("last", "all"):
             raise ValueError(f"window is {window!r}: use 'last' or 'all'")
         self.window = window
-        self._layers = {}
+        self._layers: dict[int, dict[str, Any]] = {}
 
-    def add(self, record):
+    def add(self, record: dict[str, Any]) -> None:
         state = self._layers.get(record["layer"])
         step = record["step"]
         if state is None or (self.window == "last" and step > state["step_last"]):
@@ -231,7 +233,7 @@ class LayerAccumulator:
         state["dropped_tokens"] += record.get("dropped_tokens", 0)
         state["top_k"] = record["top_k"]
 
-    def layers(self):
+    def layers(self) -> list[dict[str, Any]]:
         result = []
         for layer in sorted(self._layers):
             state = self._layers[layer]
@@ -251,7 +253,7 @@ class LayerAccumulator:
         return result
 
 
-def aggregate(records, window="last"):
+def aggregate(records: Iterable[dict[str, Any]], window: str = "last") -> list[dict[str, Any]]:
     """Batch form of LayerAccumulator."""
     accumulator = LayerAccumulator(window)
     for record in records:
@@ -259,7 +261,8 @@ def aggregate(records, window="last"):
     return accumulator.layers()
 
 
-def grade(layers, max_over_mean_limit=DEFAULT_MAX_OVER_MEAN_LIMIT, cv_limit=DEFAULT_CV_LIMIT):
+def grade(layers: Iterable[dict[str, Any]], max_over_mean_limit: float = DEFAULT_MAX_OVER_MEAN_LIMIT,
+          cv_limit: float = DEFAULT_CV_LIMIT) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Add the balance statistics and a verdict to each aggregated layer; return (layers, overall).
 
     A layer is balanced when max/mean <= max_over_mean_limit and CV < cv_limit. Hot experts carry more than
@@ -307,7 +310,7 @@ def grade(layers, max_over_mean_limit=DEFAULT_MAX_OVER_MEAN_LIMIT, cv_limit=DEFA
     return graded, overall(graded)
 
 
-def overall(graded):
+def overall(graded: list[dict[str, Any]]) -> dict[str, Any]:
     """The worst layer decides: worst max/mean, worst CV (with its grade), all idle experts, all verdicts."""
     judged = [layer for layer in graded if layer["balanced"] is not None]
     if not judged:

@@ -121,8 +121,8 @@ def layer_metric(layer: str, results: dict[str, Any]) -> dict[str, Any]:
         value = min(shares) if shares else None
     else:
         usable = _usable(results, "balanced")
-        ratios = [(result.get("overall") or {}).get("max_over_mean") for result in usable]
-        ratios = [ratio for ratio in ratios if ratio is not None]
+        found = [(result.get("overall") or {}).get("max_over_mean") for result in usable]
+        ratios = [ratio for ratio in found if ratio is not None]
         value = max(ratios) if ratios else None
         limit = max_over_mean_limit(usable[0]) if usable else None
     return {"name": name, "unit": unit, "value": value, "limit": limit}
@@ -139,7 +139,7 @@ def max_over_mean_limit(result: dict[str, Any]) -> float:
 def layer_reason(layer: str, option: str, results: dict[str, Any], verdict: str) -> str | None:
     """One sentence saying why the layer got its verdict (None where the host lines say it all)."""
     if verdict == "skipped":
-        reasons = sorted({skip_reason(result) for result in results.values()} - {None})
+        reasons = sorted({reason for reason in map(skip_reason, results.values()) if reason is not None})
         return "; ".join(reasons) or None
     if verdict == "error":
         failed = [host for host, result in sorted(results.items())

@@ -115,7 +115,7 @@ def deviations(values: Iterable[float], weights: Iterable[float] | None = None,
         shares = list(shares)
         if len(shares) != len(values):
             raise ValueError(f"got {len(shares)} expected shares for {len(values)} values: give one per member")
-    result = []
+    result: list[float | None] = []
     for index, value in enumerate(values):
         expected = shares[index]
         if not expected or total <= 0:
@@ -177,8 +177,8 @@ def summarize(values: Iterable[float], weights: Iterable[float] | None = None,
         return _empty_summary(len(values), deviation_list)
 
     count = len(loads)
-    total_load = 0
-    total_squares = 0
+    total_load: float = 0
+    total_squares: float = 0
     smallest = loads[0]
     largest = loads[0]
     idle = []
@@ -193,6 +193,9 @@ def summarize(values: Iterable[float], weights: Iterable[float] | None = None,
             idle.append(counted[position])
 
     average = total_load / count
+    cv: float | None
+    ratio_max: float | None
+    ratio_min: float | None
     if total_load:
         if all(isinstance(load, int) for load in (total_load, total_squares)):
             # NOTE: exact integer variance (n * sum(x^2) - sum(x)^2) / n^2; no cancellation even for u64 counters.
@@ -205,7 +208,7 @@ def summarize(values: Iterable[float], weights: Iterable[float] | None = None,
         cv = ratio_max = ratio_min = None
 
     hot = []
-    hot_load = 0
+    hot_load: float = 0
     if total_load:
         limit = hot_factor * average
         for position, load in enumerate(loads):

@@ -129,7 +129,7 @@ class SmbState:
 
 
 def parse_smb_state(raw: dict) -> SmbState:
-    constraints = {}
+    constraints: dict[str, set[str]] = {}
     for record in _as_list(raw.get("constraints")):
         server = record.get("ServerName") or ""
         constraints.setdefault(server, set()).add(record.get("InterfaceAlias") or "")
@@ -219,7 +219,7 @@ class SmbDesired:
         verify_share = args.get("verify_share") or None
         if verify_share:
             share_server(verify_share)
-        min_channels = int(args.get("min_channels") if args.get("min_channels") is not None else 2)
+        min_channels = int(args["min_channels"] if args.get("min_channels") is not None else 2)
         if min_channels < 2:
             raise ValueError(f"min_channels is {min_channels}: multichannel means at least 2 channels")
         return cls(
@@ -230,7 +230,7 @@ class SmbDesired:
             min_channels=min_channels,
             rss_interfaces=tuple(args.get("rss_interfaces") or ()),
             exclusive_constraints=bool(args.get("exclusive_constraints")),
-            settle_s=int(args.get("settle_s") if args.get("settle_s") is not None else 10),
+            settle_s=int(args["settle_s"] if args.get("settle_s") is not None else 10),
         )
 
 
@@ -407,7 +407,7 @@ def plan_changes(desired: SmbDesired, state: SmbState) -> list[dict]:
         changes.append({"action": "set_server_multichannel", "enable": desired.server_enabled})
     if state.client_multichannel != desired.client_enabled:
         changes.append({"action": "set_client_multichannel", "enable": desired.client_enabled})
-    removals = []
+    removals: list[dict[str, object]] = []
     for server, interfaces in desired.constraints:
         current_name, current = _current_constraint(state, server)
         add = [alias for alias in interfaces if alias not in current]
@@ -455,6 +455,8 @@ def channel_verdict(desired: SmbDesired, state: SmbState | None) -> ChannelVerdi
         return ChannelVerdict(True, "no verify_share given: live multichannel connections not checked")
     share = desired.verify_share
     server = share_server(share)
+    if state is None:
+        raise ValueError(f"judging the channels to {share} needs this host's gathered state")
     probe = state.share_probe or {}
     if probe and not probe.get("reachable", True):
         return ChannelVerdict(

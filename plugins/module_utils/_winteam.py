@@ -22,6 +22,7 @@ Windows' rules the plan keeps (each modelled in ``_winteam_model`` and checked b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils import _winteam_model as model
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import Plan, refusals
@@ -127,7 +128,7 @@ def _primary_nic_changes(desired: TeamDesired, state: HostState) -> list[dict]:
     primary = state.primary_team_nic(desired.name)
     if primary is None:
         return []
-    changes = []
+    changes: list[dict[str, Any]] = []
     name = primary.name
     if desired.vlan_id is not None and primary.vlan_id != desired.vlan_id:
         if desired.vlan_id == 0:
@@ -277,7 +278,7 @@ def _set_changes(desired: TeamDesired, state: HostState) -> list[dict]:
         )
     else:
         team = state.vm_switch_teams.get(desired.name)
-        change = {}
+        change: dict[str, Any] = {}
         current = {state.adapter_name_for_description(d) for d in team.adapter_descriptions} if team else set()
         if current != set(desired.members):
             change["members"] = list(desired.members)

@@ -242,7 +242,7 @@ def _check_set(
 def _vlan_team_nics(entries: list | None, primary_vlan: int | None) -> tuple | None:
     if entries is None:
         return None
-    result = []
+    result: list[tuple[int, str | None]] = []
     for index, entry in enumerate(entries):
         vlan = int_or_none(entry.get("vlan_id"))
         if vlan is None or not 1 <= vlan <= 4094:

@@ -26,6 +26,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import 
     PCIE_LINK_SPEEDS,
     VENDOR_TEAMING_TOOLS,
     WINDOWS_SERVER_2022_BUILD,
+    Adapter,
     HostState,
     VmSwitch,
     card_model,
@@ -36,7 +37,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import 
 # ---------------------------------------------------------------------------------------------------- findings
 def _vendor_teaming_evidence(state: HostState) -> list[tuple[str, list[str]]]:
     """[(tool name, evidence)] for every vendor teaming manager found on the host."""
-    found = []
+    found: list[tuple[str, list[str]]] = []
     for tool in VENDOR_TEAMING_TOOLS:
         evidence = []
         for driver in state.teaming_drivers:
@@ -168,7 +169,7 @@ def _check_vendor_tools(state: HostState) -> list[Finding]:
 def pcie_report(desired: TeamDesired, state: HostState) -> list[dict]:
     """Per member: PCIe link trained, usable bits per second, and what the card's ports in this team need."""
     report = []
-    demand_by_card = {}
+    demand_by_card: dict[tuple, list[Adapter]] = {}
     for member in desired.members:
         link = state.pcie.get(member)
         adapter = state.adapters.get(member)

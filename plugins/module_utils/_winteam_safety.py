@@ -30,7 +30,7 @@ OPT_IN_VARIABLE = "win_nic_team_allow_management_change"
 
 def management_addresses(desired: TeamDesired, state: HostState) -> list[str]:
     """Addresses the controller reaches the host by: ansible_host (if an address) and the WinRM sessions' own."""
-    given = {normal_address(address) for address in desired.management_addresses} - {None}
+    given = {address for address in map(normal_address, desired.management_addresses) if address is not None}
     return sorted(given | set(state.winrm_local_addresses))
 
 
@@ -160,7 +160,8 @@ def recorded_desired(desired: TeamDesired, state: HostState) -> TeamDesired:
             allow_management_os=switch.allow_management_os,
             host_vnics=recorded_host_vnics(state, desired.name),
         )
-    old_name = desired.rename_from if rename_change(desired, state) else desired.name
+    # rename_change is None unless rename_from names a team the host has
+    old_name = desired.rename_from if rename_change(desired, state) and desired.rename_from else desired.name
     team = state.teams.get(old_name)
     if team is None:
         return TeamDesired(name=desired.name, state="absent")

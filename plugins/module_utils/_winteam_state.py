@@ -23,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 import ntpath
 from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils._winplan import as_list as _as_list
 
@@ -82,7 +83,7 @@ def lacp_timer_settable(os_build: int | None) -> bool:
 
 # Vendor teaming managers (an NDIS intermediate driver of their own). One teaming manager per machine: LBFO is
 # refused while one of these is installed. Patterns match a driver's file name or a (hidden) adapter's description.
-VENDOR_TEAMING_TOOLS = (
+VENDOR_TEAMING_TOOLS: tuple[dict[str, Any], ...] = (
     {
         "name": "Intel Advanced Network Services (ANS)",
         "driver_files": ("ians*.sys",),
@@ -131,6 +132,14 @@ def enum_name(value: object, table: dict[int, str], what: str) -> str | None:
     raise ValueError(f"{what} is {value!r}: expected one of {sorted(table.values())}")
 
 
+def required_enum_name(value: object, table: dict[int, str], what: str) -> str:
+    """``enum_name`` for a field every gathered record carries: a missing one is refused, not passed on as None."""
+    name = enum_name(value, table, what)
+    if name is None:
+        raise ValueError(f"{what} is missing: expected one of {sorted(table.values())}")
+    return name
+
+
 def choice(value: object, choices: tuple[str, ...], what: str) -> str:
     for choice in choices:
         if str(value).lower() == choice.lower():
@@ -141,7 +150,9 @@ def choice(value: object, choices: tuple[str, ...], what: str) -> str:
 def int_or_none(value: object) -> int | None:
     if value is None or value == "":
         return None
-    return int(value)
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"expected a number, got {value!r}")
 
 
 def card_model(description: str) -> str:
@@ -224,7 +235,8 @@ class PcieLink:
         return self.usable_bits_per_second(self.current_speed_encoded, self.current_width)
 
     def describe(self) -> str:
-        rate = PCIE_LINK_SPEEDS.get(self.current_speed_encoded, (None,))[0]
+        speed = self.current_speed_encoded
+        rate = PCIE_LINK_SPEEDS[speed][0] if speed in PCIE_LINK_SPEEDS else None
         return "x{} at {} GT/s".format(self.current_width, rate if rate is not None else "?")
 
 
@@ -393,11 +405,11 @@ def _teams(raw: dict) -> dict:
             name=name,
             members=tuple(_as_list(record.get("Members"))),
             team_nics=tuple(_as_list(record.get("TeamNics"))),
-            teaming_mode=enum_name(record.get("TeamingMode"), TEAMING_MODES, f"team {name!r} TeamingMode"),
-            load_balancing_algorithm=enum_name(
+            teaming_mode=required_enum_name(record.get("TeamingMode"), TEAMING_MODES, f"team {name!r} TeamingMode"),
+            load_balancing_algorithm=required_enum_name(
                 record.get("LoadBalancingAlgorithm"), LOAD_BALANCING_ALGORITHMS, f"team {name!r} LoadBalancingAlgorithm"
             ),
-            status=enum_name(record.get("Status"), TEAM_STATUSES, f"team {name!r} Status"),
+            status=required_enum_name(record.get("Status"), TEAM_STATUSES, f"team {name!r} Status"),
             lacp_timer=enum_name(record.get("LacpTimer"), LACP_TIMERS, f"team {name!r} LacpTimer") or "Fast",
         )
     return teams
@@ -411,10 +423,10 @@ def _members(raw: dict) -> dict:
             name=name,
             team=record.get("Team") or "",
             description=record.get("InterfaceDescription") or "",
-            administrative_mode=enum_name(
+            administrative_mode=required_enum_name(
                 record.get("AdministrativeMode"), ADMINISTRATIVE_MODES, f"member {name!r} AdministrativeMode"
             ),
-            operational_status=enum_name(
+            operational_status=required_enum_name(
                 record.get("OperationalStatus"), OPERATIONAL_STATUSES, f"member {name!r} OperationalStatus"
             ),
             failure_reason=enum_name(record.get("FailureReason"), FAILURE_REASONS, f"member {name!r} FailureReason")
@@ -449,7 +461,7 @@ def _adapters(raw: dict) -> dict:
             name=name,
             description=record.get("InterfaceDescription") or "",
             status=record.get("Status") or "",
-            media_connect_state=enum_name(media, MEDIA_CONNECT_STATES, f"adapter {name!r} MediaConnectState")
+            media_connect_state=required_enum_name(media, MEDIA_CONNECT_STATES, f"adapter {name!r} MediaConnectState")
             if media is not None
             else "Unknown",
             speed_bits_per_second=int_or_none(record.get("Speed")),
@@ -487,7 +499,7 @@ def _vm_switches(raw: dict) -> tuple:
     return tuple(
         VmSwitch(
             name=record["Name"],
-            switch_type=enum_name(
+            switch_type=required_enum_name(
                 record.get("SwitchType"), VM_SWITCH_TYPES, "vSwitch {!r} SwitchType".format(record["Name"])
             ),
             adapter_descriptions=tuple(
@@ -508,8 +520,8 @@ def _vm_switch_teams(raw: dict) -> dict:
         teams[name] = VmSwitchTeam(
             name=name,
             adapter_descriptions=tuple(_as_list(record.get("NetAdapterInterfaceDescription"))),
-            teaming_mode=enum_name(record.get("TeamingMode"), TEAMING_MODES, f"SET team {name!r} TeamingMode"),
-            load_balancing_algorithm=enum_name(
+            teaming_mode=required_enum_name(record.get("TeamingMode"), TEAMING_MODES, f"SET team {name!r} TeamingMode"),
+            load_balancing_algorithm=required_enum_name(
                 record.get("LoadBalancingAlgorithm"),
                 LOAD_BALANCING_ALGORITHMS,
                 f"SET team {name!r} LoadBalancingAlgorithm",
@@ -542,7 +554,7 @@ def _family(record: dict, address_field: str | None = None) -> str:
     """IPv4 or IPv6: the record's AddressFamily, else the address itself; a record without either is IPv4."""
     family = record.get("AddressFamily")
     if family is not None:
-        return enum_name(family, ADDRESS_FAMILIES, "AddressFamily")
+        return required_enum_name(family, ADDRESS_FAMILIES, "AddressFamily")
     address = normal_address(record.get(address_field)) if address_field else None
     return "IPv6" if address and ":" in address else "IPv4"
 

@@ -250,8 +250,8 @@ def _write_if_changed(module: AnsibleModule, path: str, text: str) -> bool:
                 return False
     if module.check_mode:
         return True
-    handle, temporary = tempfile.mkstemp(prefix=".report-", dir=os.path.dirname(path))
-    with os.fdopen(handle, "wb") as stream:
+    descriptor, temporary = tempfile.mkstemp(prefix=".report-", dir=os.path.dirname(path))
+    with os.fdopen(descriptor, "wb") as stream:
         stream.write(data)
     os.chmod(temporary, 0o644)
     module.atomic_move(temporary, path)

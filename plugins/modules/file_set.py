@@ -121,12 +121,13 @@ files:
 import os
 import shlex
 import tempfile
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
 
-def _current_bytes(path):
+def _current_bytes(path: str) -> bytes | None:
     """The file's bytes, or None when there is no regular file at path."""
     if not os.path.isfile(path):
         return None
@@ -134,13 +135,13 @@ def _current_bytes(path):
         return handle.read()
 
 
-def _file_args(module, spec):
+def _file_args(module: AnsibleModule, spec: dict[str, Any]) -> dict[str, Any]:
     """The common file arguments AnsibleModule.set_fs_attributes_if_different takes (SELinux context left alone)."""
     return module.load_file_common_arguments({"path": spec["path"], "mode": spec["mode"], "owner": spec["owner"],
                                               "group": spec["group"]})
 
 
-def _content_diff(spec, before):
+def _content_diff(spec: dict[str, Any], before: bytes | None) -> dict[str, str]:
     path = spec["path"]
     if not spec["diff"]:
         return {"before_header": path, "after_header": path,
@@ -151,7 +152,7 @@ def _content_diff(spec, before):
             "after": spec["content"]}
 
 
-def _stage(module, spec, content):
+def _stage(module: AnsibleModule, spec: dict[str, Any], content: bytes) -> tuple[str | None, str | None]:
     """Write content to a temporary file beside the destination and run the file's validate command on it."""
     folder = os.path.dirname(spec["path"]) or "."
     if not os.path.isdir(folder):
@@ -175,7 +176,7 @@ def _stage(module, spec, content):
     return staged, None
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "files": {
@@ -206,7 +207,8 @@ def main():
     differs = [old != new for old, new in zip(before, wanted)]
     diffs = [_content_diff(spec, old) for spec, old, changed in zip(specs, before, differs) if changed]
     if not module.check_mode:
-        staged, failures = {}, []
+        staged: dict[int, str | None] = {}
+        failures: list[str] = []
         for index, spec in enumerate(specs):
             if differs[index]:
                 staged[index], failure = _stage(module, spec, wanted[index])
@@ -222,7 +224,7 @@ def main():
 
     results = []
     for spec, content_changed in zip(specs, differs):
-        attribute_diff = {"before": {}, "after": {}}
+        attribute_diff: dict[str, dict[str, Any]] = {"before": {}, "after": {}}
         # In check mode a file that does not exist yet has no attributes to compare: its creation is the change.
         if module.check_mode and not os.path.exists(spec["path"]):
             attributes_changed = False

@@ -501,6 +501,7 @@ services:
 
 import os
 import time
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -525,7 +526,7 @@ COUNTER_KEYS = ("conns", "in_packets", "out_packets", "in_bytes", "out_bytes")
 COUNTER_METRICS = ("conns", "conns_rate", "in_packets", "in_bytes")
 
 
-def _read_proc(module, proc_net_path, kernel_hz):
+def _read_proc(module: AnsibleModule, proc_net_path: str, kernel_hz: int) -> dict[str, Any]:
     table_path = os.path.join(proc_net_path, "ip_vs")
     if not os.path.exists(table_path):
         module.fail_json(msg=f"{table_path} does not exist: IPVS is not loaded on this host. Load it (modprobe ip_vs) "
@@ -541,7 +542,7 @@ def _read_proc(module, proc_net_path, kernel_hz):
     return table
 
 
-def _run_ipvsadm(module, ipvsadm, extra):
+def _run_ipvsadm(module: AnsibleModule, ipvsadm: str, extra: list[str]) -> str:
     command = [ipvsadm, "-Ln"] + extra + ["--exact"]
     rc, out, err = module.run_command(command)
     if rc != 0:
@@ -550,7 +551,7 @@ def _run_ipvsadm(module, ipvsadm, extra):
     return out
 
 
-def _read_connections(module, proc_net_path, address, limit):
+def _read_connections(module: AnsibleModule, proc_net_path: str, address: str, limit: int) -> dict[str, Any]:
     """The connection entries to one real server, counted by state; the ``limit`` that expire last listed."""
     path = os.path.join(proc_net_path, "ip_vs_conn")
     try:
@@ -560,14 +561,14 @@ def _read_connections(module, proc_net_path, address, limit):
         module.fail_json(msg=f"cannot read {path} for connections_of: {exc}")
     except IpvsParseError as exc:
         module.fail_json(msg=f"cannot read {path}: {exc}")
-    by_state = {}
+    by_state: dict[str, int] = {}
     for entry in entries:
         by_state[entry["state"]] = by_state.get(entry["state"], 0) + 1
     listed = sorted(entries, key=lambda entry: entry["expires_s"], reverse=True)[:limit]
     return {"address": address_spelling(address), "total": len(entries), "by_state": by_state, "entries": listed}
 
 
-def _read_ipvsadm(module, ipvsadm):
+def _read_ipvsadm(module: AnsibleModule, ipvsadm: str) -> dict[str, Any]:
     listing = parse_ipvsadm(_run_ipvsadm(module, ipvsadm, []))
     stats = parse_ipvsadm(_run_ipvsadm(module, ipvsadm, ["--stats"]))
     table = merge_ipvsadm(listing, stats)
@@ -575,7 +576,7 @@ def _read_ipvsadm(module, ipvsadm):
     return table
 
 
-def _matches(service, address, port, fwmark):
+def _matches(service: dict[str, Any], address: Any, port: int | None, fwmark: int | None) -> bool:
     if fwmark is not None and service["fwmark"] != fwmark:
         return False
     if port is not None and service["port"] != port:
@@ -585,22 +586,21 @@ def _matches(service, address, port, fwmark):
     return True
 
 
-def _real_server_names(names):
+def _real_server_names(names: dict[str, Any] | None) -> dict[str, str]:
     """{address: name} with addresses in the table's spelling (IPv6 compressed, no brackets)."""
     return {address_spelling(address): str(name) for address, name in (names or {}).items()}
 
 
-def _read_table(module, source, ipvsadm, params):
+def _read_table(module: AnsibleModule, source: str, ipvsadm: str | None, params: dict[str, Any]) -> dict[str, Any]:
     try:
         if source == "ipvsadm":
-            return _read_ipvsadm(module, ipvsadm)
+            return _read_ipvsadm(module, ipvsadm or "ipvsadm")  # _choose_source found it for this source
         return _read_proc(module, params["proc_net_path"], params["kernel_hz"])
     except IpvsParseError as exc:
         module.fail_json(msg=f"cannot read the IPVS table from {source}: {exc}")
-    return None  # not reached: fail_json exits
 
 
-def _choose_source(module, params):
+def _choose_source(module: AnsibleModule, params: dict[str, Any]) -> tuple[str, str | None]:
     source = params["source"]
     live = os.path.normpath(params["proc_net_path"]) == "/proc/net"
     ipvsadm = module.get_bin_path("ipvsadm") if source == "ipvsadm" or (source == "auto" and live) else None
@@ -614,7 +614,7 @@ def _choose_source(module, params):
     return source, ipvsadm
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             source=dict(type="str", default="auto", choices=["auto", "proc", "ipvsadm"]),

@@ -79,6 +79,7 @@ reads:
 """
 
 import subprocess
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -86,7 +87,7 @@ MISSING_PROGRAM_RC = 127
 TIMEOUT_RC = 124
 
 
-def run_one(module, argv, timeout_s):
+def run_one(module: AnsibleModule, argv: list[str], timeout_s: float) -> dict[str, Any]:
     """One command's outcome in the shape ansible.builtin.command registers."""
     program = argv[0] if "/" in argv[0] else module.get_bin_path(argv[0], opt_dirs=["/usr/sbin", "/sbin"])
     if program is None:
@@ -105,7 +106,7 @@ def run_one(module, argv, timeout_s):
             "stderr": done.stderr.rstrip("\n")}
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec={"commands": {"type": "dict", "required": True},
                        "timeout_s": {"type": "float", "default": 30}},

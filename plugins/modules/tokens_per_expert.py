@@ -404,6 +404,7 @@ smoke:
 
 import json
 import os
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -423,14 +424,14 @@ MAX_RUNS_LISTED = 20
 class _Sink:
     """Filters by run, counts inconsistent records and feeds the per-layer accumulator."""
 
-    def __init__(self, accumulator, run):
+    def __init__(self, accumulator: LayerAccumulator, run: str | None) -> None:
         self.accumulator = accumulator
         self.run = run
-        self.runs = []
+        self.runs: list[Any] = []
         self.used = 0
         self.inconsistent = 0
 
-    def add(self, record):
+    def add(self, record: dict[str, Any]) -> None:
         run = record.get("run")
         if run not in self.runs and len(self.runs) < MAX_RUNS_LISTED:
             self.runs.append(run)
@@ -442,7 +443,7 @@ class _Sink:
         self.accumulator.add(record)
 
 
-def _smoke_document(out):
+def _smoke_document(out: str) -> dict[str, Any] | None:
     """The smoke report: the whole stdout, or else its last line that parses as a JSON object."""
     for candidate in [out] + [line for line in reversed(out.splitlines()) if line.lstrip().startswith("{")]:
         try:
@@ -454,7 +455,7 @@ def _smoke_document(out):
     return None
 
 
-def _run_smoke(module, python, timeout_s):
+def _run_smoke(module: AnsibleModule, python: str, timeout_s: int) -> dict[str, Any]:
     """Run the package's smoke test. It exits non-zero when a check fails but still prints its report.
 
     It runs under coreutils ``timeout`` (rc 124 when it fired), so a hung GPU or compile ends the task with a reason.
@@ -480,7 +481,7 @@ def _run_smoke(module, python, timeout_s):
     return document
 
 
-def _summary(layers, overall, limits):
+def _summary(layers: list[dict[str, Any]], overall: dict[str, Any], limits: tuple[float, float]) -> list[str]:
     lines = []
     for layer in layers:
         verdict = {True: "balanced", False: "IMBALANCED", None: "nothing routed"}[layer["balanced"]]
@@ -501,7 +502,7 @@ def _summary(layers, overall, limits):
     return lines
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path"),
@@ -569,9 +570,9 @@ def main():
     if sink.inconsistent:
         module.warn(f"{sink.inconsistent} records have counts that do not add up to num_tokens x top_k")
     if report.malformed_lines:
-        first = report.malformed_examples[0]
-        module.warn(f"{report.malformed_lines} malformed lines were skipped; the first: line {first['line']}: "
-                    f"{first['reason']}")
+        example = report.malformed_examples[0]
+        module.warn(f"{report.malformed_lines} malformed lines were skipped; the first: line {example['line']}: "
+                    f"{example['reason']}")
 
     result = dict(
         changed=False,

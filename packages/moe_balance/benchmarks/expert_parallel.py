@@ -66,9 +66,12 @@ def _rank(rank: int, store_path: str, sizes: dict, out_path: str) -> None:
                 start = time.perf_counter()
                 layer(x, topk_idx, gates).square().sum().backward()
                 seconds.append(time.perf_counter() - start)
+                stats = layer.last_stats
+                if stats is None:  # not reached: every forward sets it
+                    raise RuntimeError("the layer kept no stats of its forward")
                 records.append(
                     gather_execution_record(
-                        layer.last_stats,
+                        stats,
                         step=step,
                         layer=0,
                         ranks_per_node=RANKS_PER_NODE,

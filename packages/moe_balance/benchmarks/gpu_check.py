@@ -232,13 +232,14 @@ def main() -> int:
         steps[step.name] = run_step(step, mode, round(timeout_s, 1), script)
     timings_s = {name: step.get("wall_s", 0.0) for name, step in steps.items()}
     timings_s["total"] = round(time.perf_counter() - started, 2)
+    failed = [name for name, step in steps.items() if not step["ok"]]
     result = {
         "ok": all(step["ok"] for step in steps.values()),
         "mode": mode,
         "versions": versions(),
         "limits_s": {"total": options.total_timeout_s, "step": options.step_timeout_s},
         "steps": steps,
-        "failed": [name for name, step in steps.items() if not step["ok"]],
+        "failed": failed,
         "skipped": [name for name, step in steps.items() if isinstance(step.get("skipped"), str)],
         "timings_s": timings_s,
     }
@@ -247,7 +248,7 @@ def main() -> int:
         print(text)
     else:
         Path(options.out).write_text(text + "\n")
-        verdict = "ok" if result["ok"] else "FAILED: " + ", ".join(result["failed"])
+        verdict = "ok" if result["ok"] else "FAILED: " + ", ".join(failed)
         print(f"gpu-check ({mode}): {verdict} in {timings_s['total']:.1f} s -> {options.out}")
     return 0 if result["ok"] else 1
 

@@ -23,12 +23,15 @@ import traceback
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from oracles import load_test_oracle
+
+if TYPE_CHECKING:  # for the annotation only: _layer imports it where it builds the layer
+    from moe_balance.expert_parallel import ExpertParallelMoE
 
 CASES = {  # name: (spare slots per rank for the replica plan, redundant slots per rank in the placement)
     "skewed-no-replicas": (0, 0),
@@ -64,7 +67,9 @@ def inputs_for(oracle: ModuleType, world_size: int) -> dict[str, Any]:
     return {"sizes": sizes, "weights": oracle.expert_weights(experts), "batches": batches}
 
 
-def _layer(rank: int, world_size: int, inputs: dict, device: torch.device, spares: int, redundant: int):
+def _layer(
+    rank: int, world_size: int, inputs: dict, device: torch.device, spares: int, redundant: int
+) -> ExpertParallelMoE:
     """An ``ExpertParallelMoE`` whose slots hold the rows of the full weights that the default placement gives them."""
     from moe_balance.expert_parallel import ExpertParallelConfig, ExpertParallelMoE
 
@@ -101,8 +106,11 @@ def _one_case(rank: int, world_size: int, inputs: dict, device: torch.device, sp
     fwd_bwd_ms = 1000 * (time.perf_counter() - start)
     weight_grads = [_host_copy(w.grad) for w in layer.experts.weights()]  # before the replicas' sum
     layer.sum_replica_gradients()
+    stats = layer.last_stats
+    if stats is None:  # not reached: every forward sets it
+        raise RuntimeError("the layer kept no stats of its forward")
     record = gather_execution_record(
-        layer.last_stats, step=0, layer=0, ranks_per_node=world_size, spare_slots_per_rank=spares
+        stats, step=0, layer=0, ranks_per_node=world_size, spare_slots_per_rank=spares
     )
     return {
         "y": _host_copy(y),

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def kernel_calls(mode: str, device: torch.device) -> list[tuple[str, Callable[[]
     is not counted in the kernel's first call."""
     tokens, experts = (65_536, 256) if mode == "gpu" else (128, 64)
     generator = torch.Generator().manual_seed(0)
-    calls = []
+    calls: list[tuple[str, Callable[[], Any]]] = []
     for name, config, dtype in (
         ("router_stats softmax_top8 fp32", SOFTMAX_TOP8, torch.float32),
         ("router_stats deepseek_v3 bf16", DEEPSEEK_V3, torch.bfloat16),
@@ -43,7 +44,7 @@ def kernel_calls(mode: str, device: torch.device) -> list[tuple[str, Callable[[]
         logits = torch.randn(tokens, experts, generator=generator).to(device=device, dtype=dtype)
         bias = torch.zeros(experts, device=device) if config.group_limited else None
         router_stats(logits, config, bias=bias, backend="torch")
-        calls.append((name, lambda x=logits, c=config, b=bias: router_stats(x, c, bias=b, backend="triton")))
+        calls.append((name, partial(router_stats, logits, config, bias=bias, backend="triton")))
     ranks = 32 if mode == "gpu" else 8
     supply = torch.rand(ranks, generator=generator) * (torch.arange(ranks) % 2 == 0)
     demand = torch.rand(ranks, generator=generator) * (torch.arange(ranks) % 2 == 1)
@@ -54,7 +55,7 @@ def kernel_calls(mode: str, device: torch.device) -> list[tuple[str, Callable[[]
     plan_replicas(load, spare_slots_per_rank=2, ranks_per_node=8, backend="torch")
     on_device = load.to(device)
 
-    def plan():
+    def plan() -> Any:
         return plan_replicas(on_device, spare_slots_per_rank=2, ranks_per_node=8, backend="triton")
 
     calls.append(("replica_plan matching (Sinkhorn compiled before)", plan))

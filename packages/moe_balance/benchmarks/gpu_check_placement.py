@@ -6,12 +6,12 @@ Each step takes the mode (``"gpu"`` or ``"dry-run"``) and returns a JSON-ready d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from gpu_check_measure import best_s, device_for
 
-from moe_balance.placement import plan_replicas
+from moe_balance.placement import ReplicaPlan, plan_replicas
 from moe_balance.placement._matching_triton import MAX_CELLS, fits_matching_kernel, match_slots_triton
 from moe_balance.placement._sinkhorn_triton import sinkhorn_flow_triton
 from moe_balance.placement.replica import rank_cost_matrix
@@ -36,10 +36,11 @@ def compare_plans(
     """plan_replicas with the torch backend (CPU) and the Triton backend (``device``): same plan? and their times."""
     warm_up = device.type == "cuda"
     plans = {}
-    for backend, where in (("torch", CPU), ("triton", device)):
+    backends: tuple[tuple[Literal["torch", "triton"], torch.device], ...] = (("torch", CPU), ("triton", device))
+    for backend, where in backends:
         moved = load.to(where)
 
-        def plan(moved=moved, backend=backend):
+        def plan(moved: torch.Tensor = moved, backend: Literal["torch", "triton"] = backend) -> ReplicaPlan:
             return plan_replicas(
                 moved, spare_slots_per_rank=spare_slots_per_rank, ranks_per_node=ranks_per_node, backend=backend
             )

@@ -6,6 +6,8 @@ JSON-ready dict with ``ok``; ``gpu_check.py`` runs each in a process of its own 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -36,6 +38,8 @@ SOFTMAX_TOP8 = RouterConfig(top_k=8)  # benchmarks/router.py's comparison: Megat
 ROUTERS = (("softmax_top8", SOFTMAX_TOP8), ("deepseek_v3", DEEPSEEK_V3))
 DTYPES = (("fp32", torch.float32), ("bf16", torch.bfloat16))
 NEAR_TIE = 1e-6  # rows whose k-th and (k+1)-th selection values are this close may be routed either way
+# A router pass: (logits, config, bias) -> (gates (T, k), top indices (T, k), counts (E,), aux, z)
+RouterPath = Callable[[torch.Tensor, RouterConfig, torch.Tensor | None], tuple[torch.Tensor, ...]]
 
 
 def router(mode: str) -> dict[str, Any]:
@@ -63,18 +67,20 @@ def router(mode: str) -> dict[str, Any]:
     return {"ok": all(r["ok"] for r in results), "runs": results}
 
 
-def deepseek_eager(logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor):
+def deepseek_eager(logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Eager group-limited sigmoid router, as Megatron-LM's ``topk_routing_with_score_function`` writes it with an
     expert bias, plus its aux loss (plain top-k counts, normalised sigmoid P) and z-loss, under autograd.
     Returns (dense gates (T, E), top indices (T, k), counts (E,), aux, z) like ``router.megatron_eager``."""
     x = logits.float()  # --moe-router-dtype fp32
     num_tokens, num_experts = x.shape
-    top_k, groups = config.top_k, config.num_groups
+    top_k, groups, group_topk = config.top_k, config.num_groups, config.group_topk
+    if groups is None or group_topk is None:
+        raise ValueError("deepseek_eager is the group-limited router: give num_groups and group_topk")
     z = torch.square(torch.logsumexp(x, dim=-1)).mean() * Z_COEFF
     scores = torch.sigmoid(x)  # (T, E)
     selection = scores.detach() + bias
-    group_scores = selection.view(num_tokens, groups, -1).topk(top_k // config.group_topk, dim=-1).values.sum(-1)
-    group_idx = group_scores.topk(config.group_topk, dim=-1, sorted=False).indices  # (T, group_topk)
+    group_scores = selection.view(num_tokens, groups, -1).topk(top_k // group_topk, dim=-1).values.sum(-1)
+    group_idx = group_scores.topk(group_topk, dim=-1, sorted=False).indices  # (T, group_topk)
     group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)  # (T, groups)
     score_mask = group_mask.unsqueeze(-1).expand(num_tokens, groups, num_experts // groups).reshape(num_tokens, -1)
     top_idx = selection.masked_fill(~score_mask.bool(), float("-inf")).topk(top_k, dim=-1).indices  # (T, k)
@@ -95,23 +101,24 @@ def tied_rows(logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor | N
     scores = compute_scores(x, config.score)
     selection = scores if bias is None else scores + bias
     tied = boundary_ties(selection, config.top_k, NEAR_TIE)
-    if config.group_limited:
-        grouped = selection.view(x.shape[0], config.num_groups, -1)
-        group_scores = grouped.topk(config.top_k // config.group_topk, dim=-1).values.sum(dim=-1)
-        keep = group_limited_mask(selection, config.top_k, config.num_groups, config.group_topk)
-        tied |= boundary_ties(group_scores, config.group_topk, NEAR_TIE)
+    groups, group_topk = config.num_groups, config.group_topk
+    if config.group_limited and groups is not None and group_topk is not None:  # group_limited: both are set
+        grouped = selection.view(x.shape[0], groups, -1)
+        group_scores = grouped.topk(config.top_k // group_topk, dim=-1).values.sum(dim=-1)
+        keep = group_limited_mask(selection, config.top_k, groups, group_topk)
+        tied |= boundary_ties(group_scores, group_topk, NEAR_TIE)
         tied |= boundary_ties(selection.masked_fill(~keep, float("-inf")), config.top_k, NEAR_TIE)
     else:
         tied |= boundary_ties(x, config.top_k, NEAR_TIE)
     return tied
 
 
-def _fused(logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor | None):
+def _fused(logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
     stats = router_stats(logits, config, bias=bias, backend="triton")
     return stats.gates, stats.topk_idx, stats.tokens_per_expert, stats.aux_loss * AUX_COEFF, stats.z_loss * Z_COEFF
 
 
-def _eager(logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor | None):
+def _eager(logits: torch.Tensor, config: RouterConfig, bias: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
     """The eager formulas, with the gates of the selected experts (T, k) like ``_fused`` (Megatron keeps them dense)."""
     eager = (
         deepseek_eager(logits, config, bias) if config.group_limited else megatron_eager(logits.float(), config.top_k)
@@ -128,11 +135,11 @@ def _scale_case(device: torch.device, tokens: int, experts: int, dtype_name: str
     upstream = torch.randn(tokens, experts, generator=generator).to(device)  # gradient arriving at each expert's gate
     bias = (0.01 * torch.randn(experts, generator=generator)).to(device) if config.group_limited else None
 
-    def forward(path):
+    def forward(path: RouterPath) -> tuple[torch.Tensor, ...]:
         with torch.no_grad():
             return path(logits, config, bias)
 
-    def step(path):
+    def step(path: RouterPath) -> torch.Tensor:
         x = logits.detach().requires_grad_(True)
         gates, idx, _, aux, z = path(x, config, bias)
         ((gates * upstream.gather(1, idx)).sum() + aux + z).backward()
@@ -149,12 +156,12 @@ def _scale_case(device: torch.device, tokens: int, experts: int, dtype_name: str
     result: dict[str, Any] = {"router": name, "tokens": tokens, "experts": experts, "dtype": dtype_name}
     result["repeats"] = repeats
     for label, path in (("fused", _fused), ("eager", _eager)):
-        forward_s = median_s(lambda p=path: forward(p), device, repeats, warm_up=False)
-        fwd_bwd_s = median_s(lambda p=path: step(p), device, repeats, warm_up=warm_up)
+        forward_s = median_s(partial(forward, path), device, repeats, warm_up=False)
+        fwd_bwd_s = median_s(partial(step, path), device, repeats, warm_up=warm_up)
         result[f"{label}_forward_ms"] = round(forward_s * 1e3, 3)
         result[f"{label}_fwd_bwd_ms"] = round(fwd_bwd_s * 1e3, 3)
-        result[f"{label}_forward_peak_mib"] = peak_mib(lambda p=path: forward(p), device)
-        result[f"{label}_fwd_bwd_peak_mib"] = peak_mib(lambda p=path: step(p), device)
+        result[f"{label}_forward_peak_mib"] = peak_mib(partial(forward, path), device)
+        result[f"{label}_fwd_bwd_peak_mib"] = peak_mib(partial(step, path), device)
     result["eager_over_fused_fwd_bwd"] = round(result["eager_fwd_bwd_ms"] / max(result["fused_fwd_bwd_ms"], 1e-9), 3)
     result["agreement"] = agreement
     result["ok"] = (

@@ -22,7 +22,7 @@ OUTPUT_TAIL_CHARS = 3000
 
 def missing_modules(test_file: Path) -> list[str]:
     """Third-party modules a test file imports at its top level that this interpreter cannot import."""
-    roots = set()
+    roots: set[str] = set()
     for node in ast.parse(test_file.read_text()).body:
         if isinstance(node, ast.Import):
             roots.update(alias.name.split(".")[0] for alias in node.names)

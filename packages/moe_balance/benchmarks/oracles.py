@@ -22,6 +22,8 @@ def load_test_oracle(name: str) -> ModuleType:
             "packages/moe_balance that has its tests/ folder"
         )
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be loaded as a module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -78,7 +80,9 @@ def _inverse(permutation: np.ndarray) -> np.ndarray:
     return inverse
 
 
-def vllm_numpy_rebalance(weight: torch.Tensor, num_replicas: int, num_groups: int, num_nodes: int, num_gpus: int):
+def vllm_numpy_rebalance(
+    weight: torch.Tensor, num_replicas: int, num_groups: int, num_nodes: int, num_gpus: int
+) -> torch.Tensor:
     """phy2log (layers, replicas) of vLLM's numpy policy: hierarchical when groups divide over nodes, else global."""
     values = weight.float().cpu().numpy()
     if num_groups % num_nodes != 0:
@@ -100,7 +104,10 @@ def vllm_numpy_rebalance(weight: torch.Tensor, num_replicas: int, num_groups: in
     return torch.from_numpy(np.take_along_axis(mlog2log, pphy2mlog, axis=1))
 
 
-def timed(function, repeats: int) -> tuple[float, float, object, float]:
+Result = TypeVar("Result")
+
+
+def timed(function: Callable[[], Result], repeats: int) -> tuple[float, float, Result, float]:
     """Best and median wall time in seconds over repeats (after one warm-up call), the last result, and the best
     CPU time of this process (``time.process_time``: on a shared host it moves less than wall time)."""
     result = function()
@@ -131,7 +138,9 @@ def duplicate_layer_share(phy2log: torch.Tensor, slot_gpu: torch.Tensor) -> floa
     return sum(int((row.bincount() > 1).any()) for row in pairs) / phy2log.shape[0]
 
 
-def synthetic_load(num_ranks: int, num_experts: int, num_tokens: int, peak_over_mean: float, seed: int):
+def synthetic_load(
+    num_ranks: int, num_experts: int, num_tokens: int, peak_over_mean: float, seed: int
+) -> torch.Tensor:
     """(ranks, experts) routed counts: lognormal popularity, the hottest rank scaled to peak_over_mean x mean."""
     generator = torch.Generator().manual_seed(seed)
     popularity = torch.exp(0.6 * torch.randn(num_experts, generator=generator, dtype=torch.float64))

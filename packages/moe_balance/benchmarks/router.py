@@ -21,6 +21,8 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -30,7 +32,11 @@ AUX_COEFF = 1e-2
 Z_COEFF = 1e-3
 
 
-def megatron_eager(logits: torch.Tensor, top_k: int):
+# (probs or gates, top indices, counts, aux, z) of one router pass
+RouterOutputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def megatron_eager(logits: torch.Tensor, top_k: int) -> RouterOutputs:
     """Eager Megatron-style router pass; returns (dense probs (T, E), top indices, counts (E,), aux, z)."""
     num_tokens, num_experts = logits.shape
     z = torch.square(torch.logsumexp(logits, dim=-1)).mean() * Z_COEFF
@@ -46,7 +52,7 @@ def megatron_eager(logits: torch.Tensor, top_k: int):
     return probs, top_idx, tokens_per_expert, aux, z
 
 
-def package_path(logits: torch.Tensor, top_k: int, backend: str):
+def package_path(logits: torch.Tensor, top_k: int, backend: str) -> RouterOutputs:
     stats = router_stats(logits, top_k, backend=backend)
     return stats.gates, stats.topk_idx, stats.tokens_per_expert, stats.aux_loss * AUX_COEFF, stats.z_loss * Z_COEFF
 
@@ -56,7 +62,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time(fn, device: torch.device) -> float:
+def _time(fn: Callable[[], Any], device: torch.device) -> float:
     _sync(device)
     start = time.perf_counter()
     fn()
@@ -69,21 +75,21 @@ def compare(device: torch.device, tokens: int, experts: int, top_k: int, repeats
     base = torch.randn(tokens, experts, generator=generator).to(device)
     upstream_dense = torch.randn(tokens, experts, generator=generator).to(device)  # grad arriving at the gates
 
-    def eager_forward():
+    def eager_forward() -> None:
         with torch.no_grad():
             megatron_eager(base, top_k)
 
-    def package_forward():
+    def package_forward() -> None:
         with torch.no_grad():
             package_path(base, top_k, backend)
 
-    def eager_step():
+    def eager_step() -> torch.Tensor:
         x = base.clone().requires_grad_(True)
         probs, _topk_idx, _counts, aux, z = megatron_eager(x, top_k)
         ((probs * upstream_dense).sum() + aux + z).backward()
         return x.grad
 
-    def package_step():
+    def package_step() -> torch.Tensor:
         x = base.clone().requires_grad_(True)
         gates, idx, _counts, aux, z = package_path(x, top_k, backend)
         ((gates * upstream_dense.gather(1, idx)).sum() + aux + z).backward()
@@ -101,7 +107,9 @@ def compare(device: torch.device, tokens: int, experts: int, top_k: int, repeats
         "grad_max_abs_diff": float((eager_step() - package_step()).abs().max()),
     }
 
-    timings = {"eager_forward": [], "package_forward": [], "eager_fwd_bwd": [], "package_fwd_bwd": []}
+    timings: dict[str, list[float]] = {
+        "eager_forward": [], "package_forward": [], "eager_fwd_bwd": [], "package_fwd_bwd": []
+    }
     for _repeat in range(repeats):  # interleaved, so drift from other load hits both sides alike
         timings["eager_forward"].append(_time(eager_forward, device))
         timings["package_forward"].append(_time(package_forward, device))

@@ -18,7 +18,9 @@ def expert_weights(num_experts: int = EXPERTS) -> tuple[torch.Tensor, torch.Tens
     return w1, w2, w3
 
 
-def routing(rank: int, kind: str, num_experts: int = EXPERTS, tokens: int = TOKENS_PER_RANK):
+def routing(
+    rank: int, kind: str, num_experts: int = EXPERTS, tokens: int = TOKENS_PER_RANK
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One rank's micro-batch: x (tokens, d_model), topk_idx (tokens, k) distinct experts, gates (tokens, k), and the
     upstream gradient (tokens, d_model). ``skewed``: 70 % of the pairs on the first quarter of the experts (all homed
     on rank 0), drawn at random; ``uniform``: every expert equally likely, drawn at random; ``balanced``: token t takes
@@ -42,7 +44,14 @@ def routing(rank: int, kind: str, num_experts: int = EXPERTS, tokens: int = TOKE
     return x, topk_idx, gates, upstream
 
 
-def reference_moe(x, topk_idx, gates, w1, w2, w3) -> torch.Tensor:
+def reference_moe(
+    x: torch.Tensor,
+    topk_idx: torch.Tensor,
+    gates: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    w3: torch.Tensor,
+) -> torch.Tensor:
     """sum_i gate_i * expert_{topk_idx_i}(x), one expert and one top-k position at a time. (tokens, d_model)."""
     y = torch.zeros_like(x)
     for expert in range(w1.shape[0]):
@@ -54,13 +63,15 @@ def reference_moe(x, topk_idx, gates, w1, w2, w3) -> torch.Tensor:
     return y
 
 
-def reference_run(world_size: int, kind: str, num_experts: int = EXPERTS):
+def reference_run(
+    world_size: int, kind: str, num_experts: int = EXPERTS
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
     """The reference over every rank's micro-batch: outputs and input gradients (per rank), weight gradients."""
     batches = [routing(rank, kind, num_experts) for rank in range(world_size)]
     weights = [w.clone().requires_grad_() for w in expert_weights(num_experts)]
     outputs, input_grads = [], []
     xs = [batch[0].clone().requires_grad_() for batch in batches]
-    loss = 0
+    loss = torch.zeros(())
     for x, (_x, topk_idx, gates, upstream) in zip(xs, batches, strict=True):
         y = reference_moe(x, topk_idx, gates, *weights)
         outputs.append(y.detach())

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -38,7 +40,7 @@ def _rank_main(rank, world_size, folder, target, args):
     os._exit(0)
 
 
-def run_ranks(target, world_size: int, folder: Path, *args) -> list[dict]:
+def run_ranks(target: Callable[..., Any], world_size: int, folder: Path, *args: Any) -> list[dict]:
     """``target(rank, world_size, *args)`` on ``world_size`` gloo ranks; per rank ``{"value": ...}`` or
     ``{"error": "Type: message"}``. target must be importable by name (a module-level function)."""
     context = mp.start_processes(

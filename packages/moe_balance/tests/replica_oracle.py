@@ -27,7 +27,7 @@ def assign_tokens_reference(
         left += [int(slot_tokens[slot]) for slot in slots]
         remaining = [int(load[source, expert]) for source in range(num_sources)]
         while any(remaining):
-            bids = {}  # destination -> list of (-regret, source)
+            bids: dict[int, list[tuple[float, int]]] = {}  # destination -> list of (-regret, source)
             for source in range(num_sources):
                 if remaining[source] == 0:
                     continue

@@ -90,6 +90,7 @@ def test_pad_to_capacity_table():
     topk_idx = torch.tensor([[0, 1], [0, 2], [0, 1]])
     gates = torch.ones(3, 2)
     result = apply_capacity(topk_idx, gates, 4, capacity=2, policy="position", pad_to_capacity=True)
+    assert result.dispatch_index is not None
     assert result.dispatch_index.tolist() == [[0, 1], [0, 2], [1, -1], [-1, -1]]
     assert result.dropped == 1 and result.dropped_share == pytest.approx(1 / 6)
 

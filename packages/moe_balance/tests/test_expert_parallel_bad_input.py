@@ -103,6 +103,7 @@ def _bad_inputs(rank, world_size, folder):
     )
     # Still healthy: a plain micro-batch runs and agrees with the plan it made.
     y = layer(x, topk_idx, gates, plan=plan)
+    assert layer.last_stats is not None
     outcome["after"] = (tuple(y.shape), layer.last_stats.tokens_computed == int(plan.rank_load_after[rank]))
     return outcome
 

@@ -59,6 +59,7 @@ def _job(rank, world_size, placement_path):
         layer = ExpertParallelMoE(config)
         move = layer.apply_placement(placement.row(0))
         layer(x, topk_idx, gates)
+        assert layer.last_stats is not None
         records[spares] = gather_execution_record(
             layer.last_stats, step=0, layer=0, ranks_per_node=RANKS_PER_NODE, spare_slots_per_rank=spares
         )

@@ -63,6 +63,7 @@ def _layer_cases(rank, world_size):
         weight_grads = [w.grad.clone() for w in layer.experts.weights()]
         layer.sum_replica_gradients()
         stats = layer.last_stats
+        assert stats is not None
         record = gather_execution_record(
             stats, step=3, layer=0, ranks_per_node=RANKS_PER_NODE, spare_slots_per_rank=spares
         )

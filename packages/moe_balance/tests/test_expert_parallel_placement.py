@@ -6,6 +6,7 @@ every case; the move planner and the file checks are tested in this process."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import torch
@@ -34,7 +35,7 @@ def pattern(expert: int, tensor: int, shape: tuple[int, ...]) -> torch.Tensor:
     return expert * 1000 + tensor * 100 + torch.arange(torch.Size(shape).numel(), dtype=torch.float32).view(shape)
 
 
-def placement_document(rows: list[list[int]], **changes) -> dict:
+def placement_document(rows: list[list[int]], **changes: Any) -> dict:
     """A placement file as playbooks/files/plan_expert_placement.py writes it (docs/expert-placement.md); ``changes``
     replace keys."""
     phy2log = changes.get("phy2log", rows)
@@ -55,7 +56,7 @@ def placement_document(rows: list[list[int]], **changes) -> dict:
     return document
 
 
-def _counting_p2p(log: list):
+def _counting_p2p(log: list) -> None:
     """Wrap torch.distributed.batch_isend_irecv so every P2P op this rank issues is logged (kind, peer, bytes)."""
     import torch.distributed as dist
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -51,10 +52,12 @@ sys.exit(gpu_check.main())
 """
 
 
-def load_benchmark(name: str):
+def load_benchmark(name: str) -> ModuleType:
     """A module of benchmarks/ by file, its folder on sys.path only while it loads (its siblings are imported as
     gpu_check.py's steps import them)."""
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"benchmarks/{name}.py cannot be loaded as a module")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(BENCHMARKS))
     try:

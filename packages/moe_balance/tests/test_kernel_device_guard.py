@@ -15,6 +15,7 @@ import ast
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import torch
@@ -197,13 +198,13 @@ class _RecordingCudaDevice:
 
     entered: list[torch.device] = []
 
-    def __init__(self, device) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.device = device
 
     def __enter__(self) -> None:
         self.entered.append(self.device)
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False
 
 

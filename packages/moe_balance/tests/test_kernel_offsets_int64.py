@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import TypeGuard
 
 import moe_balance
 
@@ -33,11 +34,11 @@ def kernels() -> list[tuple[str, ast.FunctionDef]]:
     return found
 
 
-def _is_program_id(node: ast.expr) -> bool:
+def _is_program_id(node: ast.AST) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.program_id", "triton.language.program_id")
 
 
-def _is_widening(node: ast.expr) -> bool:
+def _is_widening(node: ast.AST) -> TypeGuard[ast.Call]:
     """``<x>.to(tl.int64)``."""
     return (
         isinstance(node, ast.Call)
@@ -45,6 +46,12 @@ def _is_widening(node: ast.expr) -> bool:
         and node.func.attr == "to"
         and [ast.unparse(a) for a in node.args] == ["tl.int64"]
     )
+
+
+def _widened_operand(call: ast.Call) -> ast.expr:
+    """x of ``<x>.to(tl.int64)`` (a call ``_is_widening`` accepted)."""
+    assert isinstance(call.func, ast.Attribute)
+    return call.func.value
 
 
 class _Offsets:
@@ -73,7 +80,7 @@ class _Offsets:
         if isinstance(node, ast.Name):
             return node.id in self.from_program_id
         if _is_widening(node):
-            return self.grows(node.func.value)
+            return self.grows(_widened_operand(node))
         if isinstance(node, ast.Subscript):
             return self.grows(node.value)
         if isinstance(node, ast.BinOp):
@@ -129,6 +136,6 @@ def test_every_offset_product_of_a_program_id_or_a_stride_is_int64():
 def test_every_program_id_is_widened_where_it_is_read():
     narrow = []
     for name, kernel in kernels():
-        widened = {id(node.func.value) for node in ast.walk(kernel) if _is_widening(node)}
+        widened = {id(_widened_operand(node)) for node in ast.walk(kernel) if _is_widening(node)}
         narrow += [f"{name} line {n.lineno}" for n in ast.walk(kernel) if _is_program_id(n) and id(n) not in widened]
     assert not narrow, f"tl.program_id(...) used as int32 (write tl.program_id(0).to(tl.int64)): {narrow}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 import torch
 
@@ -36,7 +38,8 @@ def test_kernel_matches_the_torch_reference(case):
     gen = torch.Generator().manual_seed(tokens * experts)
     logits = torch.randn(tokens, experts, generator=gen).to(dtype).to(DEVICE)
     bias = (torch.randn(experts, generator=gen) * 0.1).to(DEVICE) if biased else None
-    group_score = "logits" if score == "softmax" and num_groups and not biased else "scores"
+    grouped_on_logits = score == "softmax" and num_groups and not biased
+    group_score: Literal["scores", "logits"] = "logits" if grouped_on_logits else "scores"
     config = RouterConfig(top_k, score=score, num_groups=num_groups, group_topk=group_topk, group_score=group_score)
     separate = biased or num_groups is not None
     got = router_stats_triton(logits, config, bias, separate_aux_counts=separate)

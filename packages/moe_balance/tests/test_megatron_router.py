@@ -168,7 +168,7 @@ def test_bias_with_groups_on_logits_is_refused():
 def test_config_is_frozen_and_shared_by_every_entry_point():
     config = RouterConfig(4, score="sigmoid", num_groups=8, group_topk=2)
     with pytest.raises(AttributeError):
-        config.top_k = 3
+        config.top_k = 3  # type: ignore[misc]  # the point: a frozen config refuses the write
     logits, bias = logits_and_bias(4)
     assert torch.equal(route(logits, config, bias=bias).topk_idx, router_stats(logits, config, bias=bias).topk_idx)
 

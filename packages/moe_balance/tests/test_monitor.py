@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -10,7 +12,9 @@ from moe_balance.metrics import read_records
 
 
 def make_monitor(tmp_path, **options):
-    defaults = {"num_layers": 2, "num_experts": 4, "top_k": 2, "every_n_steps": 3, "run": "test", "clock": lambda: 12.5}
+    defaults: dict[str, Any] = {
+        "num_layers": 2, "num_experts": 4, "top_k": 2, "every_n_steps": 3, "run": "test", "clock": lambda: 12.5,
+    }
     return TokensPerExpertMonitor(tmp_path / "experts.jsonl", **(defaults | options))
 
 

@@ -10,6 +10,8 @@ test/test_sort_and_select.py: "we put NaNs ... at the beginning of descending" s
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -30,7 +32,7 @@ BACKENDS = [
 ]
 # Triton's CPU interpreter reduces with numpy, which warns on an all-NaN row (the logsumexp of a NaN row is NaN).
 pytestmark = pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")
-ROUTING_ENTRY_POINTS = {"route": route, "router_stats": router_stats}
+ROUTING_ENTRY_POINTS: dict[str, Callable[..., Any]] = {"route": route, "router_stats": router_stats}
 
 
 def logits_with_bad_rows(bad: float, rows: tuple[int, ...] = (2, 5, 7)) -> torch.Tensor:

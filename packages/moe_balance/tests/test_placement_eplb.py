@@ -33,7 +33,7 @@ README_EXAMPLE = {
 
 
 @pytest.fixture(params=["readme", "oracle-file"])
-def example(request) -> dict:
+def example(request: pytest.FixtureRequest) -> dict:
     """The README example as written here, and the shared oracle file when the checkout has it."""
     if request.param == "readme":
         return README_EXAMPLE
@@ -42,7 +42,14 @@ def example(request) -> dict:
     return json.loads(ORACLE.read_text())
 
 
-def check_invariants(phy2log, log2phy, logcnt, num_experts: int, num_replicas: int, layout: str = "eplb") -> None:
+def check_invariants(
+    phy2log: torch.Tensor,
+    log2phy: torch.Tensor,
+    logcnt: torch.Tensor,
+    num_experts: int,
+    num_replicas: int,
+    layout: str = "eplb",
+) -> None:
     """Every expert has >= 1 replica, appears logcnt times, and log2phy lists exactly its slots in rank order."""
     num_layers = phy2log.shape[0]
     assert phy2log.dtype == log2phy.dtype == logcnt.dtype == torch.int64

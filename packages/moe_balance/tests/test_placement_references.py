@@ -107,6 +107,7 @@ def test_plan_reports_both_peaks_and_exact_can_be_lower_by_doubling_up():
     """
     weight = torch.tensor([[77.0, 76.0, 3.0]])
     plan = plan_rebalance(weight, 4, 1, 2, 2, min_gain=0.0)
+    assert plan.exact_max_over_mean is not None
     assert float(plan.exact_max_over_mean[0]) == pytest.approx(79 / 78)
     assert float(plan.max_over_mean[0]) == pytest.approx(114.5 / 78)
     exact_per_gpu = rebalance_experts(weight, 4, 1, 2, 2)[0].view(2, 2)

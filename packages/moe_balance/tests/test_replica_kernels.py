@@ -44,7 +44,9 @@ def test_sinkhorn_kernel_matches_the_torch_reference(num_ranks, ranks_per_node, 
     assert bool((got[supply == 0] == 0).all()) and bool((got[:, demand == 0] == 0).all())
 
 
-def matching_case(num_ranks: int, num_experts: int, slots: int, prefilled: bool, seed: int):
+def matching_case(
+    num_ranks: int, num_experts: int, slots: int, prefilled: bool, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     expert_load = torch.randint(0, 60, (num_experts,), generator=generator)
     rank_load = expert_load.view(num_ranks, -1).sum(dim=1)

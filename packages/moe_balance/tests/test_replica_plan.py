@@ -8,11 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from replica_oracle import assign_tokens_reference
 
-from moe_balance.placement import plan_replicas
+from moe_balance.placement import ReplicaPlan, plan_replicas
 from moe_balance.placement.replica import assign_tokens, rank_cost_matrix
 
 
-def synthetic_load(num_ranks: int, num_experts: int, num_tokens: int, peak_over_mean: float, seed: int):
+def synthetic_load(
+    num_ranks: int, num_experts: int, num_tokens: int, peak_over_mean: float, seed: int
+) -> torch.Tensor:
     """(ranks, experts) routed counts: lognormal expert popularity, the hottest rank scaled to peak_over_mean."""
     generator = torch.Generator().manual_seed(seed)
     popularity = torch.exp(0.6 * torch.randn(num_experts, generator=generator, dtype=torch.float64))
@@ -28,7 +30,9 @@ def synthetic_load(num_ranks: int, num_experts: int, num_tokens: int, peak_over_
     return load.index_put_((source, expert), torch.ones_like(expert), accumulate=True)
 
 
-def check_plan(plan, load: torch.Tensor, spare_slots_per_rank: int, slot_capacity: int | None = None) -> None:
+def check_plan(
+    plan: ReplicaPlan, load: torch.Tensor, spare_slots_per_rank: int, slot_capacity: int | None = None
+) -> None:
     num_ranks, num_experts = load.shape
     num_slots = num_ranks * spare_slots_per_rank
     assert plan.slot_expert.dtype == plan.tokens.dtype == plan.rank_load_after.dtype == torch.int64

@@ -40,7 +40,7 @@ def test_torch_seeing_other_than_the_expected_count_fails():
     assert check["detail"]["problems"][-1].startswith(f"torch sees {seen} GPU(s), expected {seen + 2}: ")
 
 
-def pretend_torch_sees(monkeypatch, count: int) -> list[torch.device]:
+def pretend_torch_sees(monkeypatch: pytest.MonkeyPatch, count: int) -> list[torch.device]:
     """A host where torch sees ``count`` GPUs (e.g. CUDA_VISIBLE_DEVICES=2,3 on an 8-GPU board, or one MIG instance)."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)

@@ -167,18 +167,18 @@ def check_load_matrix(value: object, name: str, shape_doc: str) -> torch.Tensor:
         raise ValueError(f"{name} is empty (shape {tuple(value.shape)}): it needs at least one row and one column")
     if value.is_complex() or value.dtype == torch.bool:
         raise ValueError(f"{name} must hold real numbers (token counts or loads); got dtype {value.dtype}")
-    value = value.detach().cpu()
-    if value.is_floating_point():
-        bad = int((~torch.isfinite(value)).sum())
+    loads = value.detach().cpu()
+    if loads.is_floating_point():
+        bad = int((~torch.isfinite(loads)).sum())
         if bad:
             raise ValueError(
                 f"{name} contains {bad} NaN or inf value(s): loads must be finite token counts; "
                 "replace missing statistics with 0"
             )
-    negative = int((value < 0).sum())
+    negative = int((loads < 0).sum())
     if negative:
         raise ValueError(
-            f"{name} contains {negative} negative value(s) (smallest {value.min().item()}): loads are token counts "
+            f"{name} contains {negative} negative value(s) (smallest {loads.min().item()}): loads are token counts "
             "and must be >= 0"
         )
-    return value
+    return loads

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.distributed as dist
 
 
-def default_group(group):
+def default_group(group: dist.ProcessGroup | None) -> dist.ProcessGroup | None:
     """``None`` means the default process group when torch.distributed is initialised, else no all-reduce."""
     if group is not None:
         return group

@@ -31,7 +31,7 @@ class BiasBalancer(nn.Module):
         self,
         num_experts: int,
         rate: float = 1e-3,
-        group=None,
+        group: dist.ProcessGroup | None = None,
         *,
         recenter: bool = False,
         dtype: torch.dtype = torch.float32,

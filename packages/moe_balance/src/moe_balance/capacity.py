@@ -84,7 +84,7 @@ def apply_capacity(
     num_tokens, top_k = topk_idx.shape
     if (capacity is None) == (capacity_factor is None):
         raise ValueError("give exactly one of capacity (assignments per expert) or capacity_factor (e.g. 1.25)")
-    if capacity is None:
+    if capacity_factor is not None:  # and capacity is None (exactly one is given)
         capacity = expert_capacity(num_tokens, num_experts, top_k, capacity_factor)
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
         raise ValueError(f"capacity={capacity!r} must be a non-negative int")

@@ -284,7 +284,8 @@ class GlobalBatchAuxLoss:
     gradient). Call ``reset()`` after the optimizer step. Balanced routing still gives 1.0 (megatron convention).
     """
 
-    def __init__(self, num_experts: int, top_k: int, *, convention: str = "megatron", group=None) -> None:
+    def __init__(self, num_experts: int, top_k: int, *, convention: str = "megatron",
+                 group: torch.distributed.ProcessGroup | None = None) -> None:
         check_top_k(top_k, num_experts)
         check_convention(convention)
         self.num_experts = num_experts

@@ -36,7 +36,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Sequence
-from typing import IO, Any
+from typing import IO, Any, cast
 
 SCHEMA = "moe_balance.tokens_per_expert/1"
 REQUIRED_KEYS = ("schema", "step", "layer", "tokens_per_expert", "top_k", "num_tokens")
@@ -151,7 +151,7 @@ def validate_record(record: Any) -> dict:
         allowed = (int, float) if kind is float else kind
         if isinstance(value, bool) or not isinstance(value, allowed):
             raise ValueError(f"record key {key!r} must be {kind.__name__}; got {value!r}")
-        if key in OPTIONAL_MINIMUMS and value < OPTIONAL_MINIMUMS[key]:
+        if key in OPTIONAL_MINIMUMS and isinstance(value, (int, float)) and value < OPTIONAL_MINIMUMS[key]:
             raise ValueError(f"record key {key!r} must be >= {OPTIONAL_MINIMUMS[key]}; got {value!r}")
     if "rank" in record and "world_size" in record and record["rank"] >= record["world_size"]:
         raise ValueError(f"record key 'rank' must be below world_size {record['world_size']}; got {record['rank']!r}")
@@ -188,7 +188,7 @@ def write_records(target: str | os.PathLike | IO[str], records: Iterable[dict]) 
     """Append records as JSONL to a path (created with its folder) or an open text file; returns the count."""
     lines = [json.dumps(validate_record(r), separators=(",", ":")) + "\n" for r in records]
     if hasattr(target, "write"):
-        target.writelines(lines)
+        cast(IO[str], target).writelines(lines)
         return len(lines)
     folder = os.path.dirname(os.fspath(target))
     if folder:

@@ -48,7 +48,7 @@ class TokensPerExpertMonitor:
         num_experts: int,
         top_k: int,
         every_n_steps: int = 100,
-        group=None,
+        group: dist.ProcessGroup | None = None,
         run: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -73,11 +73,13 @@ class TokensPerExpertMonitor:
         self.dropped: torch.Tensor | None = None  # (layers,) int64
         self.saw_drops = False
 
-    def _buffers(self, device: torch.device) -> None:
-        if self.counts is None:
+    def _buffers(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(counts, num_tokens, dropped), made together on the device of the first observation."""
+        if self.counts is None or self.num_tokens is None or self.dropped is None:
             self.counts = torch.zeros((self.num_layers, self.num_experts), dtype=torch.int64, device=device)
             self.num_tokens = torch.zeros(self.num_layers, dtype=torch.int64, device=device)
             self.dropped = torch.zeros(self.num_layers, dtype=torch.int64, device=device)
+        return self.counts, self.num_tokens, self.dropped
 
     @torch.no_grad()
     def observe(
@@ -97,17 +99,17 @@ class TokensPerExpertMonitor:
             raise ValueError(
                 f"tokens_per_expert has shape {tuple(tokens_per_expert.shape)}, expected ({self.num_experts},)"
             )
-        self._buffers(tokens_per_expert.device)
-        self.counts[layer] += tokens_per_expert.to(self.counts.device, torch.int64)
-        self.num_tokens[layer] += int(num_tokens)
+        counts, tokens, dropped = self._buffers(tokens_per_expert.device)
+        counts[layer] += tokens_per_expert.to(counts.device, torch.int64)
+        tokens[layer] += int(num_tokens)
         if dropped_tokens is not None:
-            self.dropped[layer] += torch.as_tensor(dropped_tokens, dtype=torch.int64).to(self.dropped.device)
+            dropped[layer] += torch.as_tensor(dropped_tokens, dtype=torch.int64).to(dropped.device)
             self.saw_drops = True
 
     def hook(self, layer: int) -> Callable:
         """A forward hook for ``module.register_forward_hook`` that observes the module's routing output."""
 
-        def _hook(_module, _inputs, output):
+        def _hook(_module: torch.nn.Module, _inputs: Any, output: Any) -> None:
             routing = _find_routing(output)
             self.observe(layer, routing.tokens_per_expert, routing.topk_idx.shape[0])
 
@@ -125,7 +127,7 @@ class TokensPerExpertMonitor:
 
         Returns the records on every rank.
         """
-        if self.counts is None:
+        if self.counts is None or self.num_tokens is None or self.dropped is None:
             return []
         packed = torch.cat([self.counts.reshape(-1), self.num_tokens, self.dropped])  # one collective for all
         group = default_group(self.group)

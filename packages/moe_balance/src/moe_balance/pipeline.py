@@ -13,9 +13,12 @@ from collections.abc import Sequence
 
 
 def _check_numbers(values: object, name: str) -> list[float]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "tolist"):
+    if hasattr(values, "tolist"):
+        numbers = values.tolist()
+    elif isinstance(values, Sequence) and not isinstance(values, (str, bytes)):
+        numbers = list(values)
+    else:
         raise ValueError(f"{name} must be a sequence of numbers (one per layer); got {type(values).__name__}")
-    numbers = values.tolist() if hasattr(values, "tolist") else list(values)
     if not numbers:
         raise ValueError(f"{name} is empty: give one value per layer")
     for index, value in enumerate(numbers):
@@ -114,6 +117,8 @@ def partition(
         else:
             high = middle
     ends = _stage_ends(cost_prefix, memory_prefix, limit, candidates[low], num_stages)
+    if ends is None:  # not reached: the search keeps candidates[high] feasible and ends with low == high
+        raise RuntimeError(f"no stage split within the bottleneck {candidates[low]}; this is a bug, please report it")
     return [0, *ends]
 
 

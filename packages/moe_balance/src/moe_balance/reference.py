@@ -8,13 +8,14 @@ equal scores are broken towards the lower expert id, here as in every fast path 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from moe_balance.routing import RouterConfig
 
 
-def _rows(logits) -> list[list[float]]:
+def _rows(logits: Any) -> list[list[float]]:
     return [[float(v) for v in row] for row in (logits.tolist() if isinstance(logits, torch.Tensor) else logits)]
 
 
@@ -41,7 +42,7 @@ def best_first(values: list[float], count: int, allowed: list[bool] | None = Non
 
 
 def route_reference(
-    logits, top_k: int | RouterConfig, *, bias=None, **options
+    logits: Any, top_k: int | RouterConfig, *, bias: Any = None, **options: Any
 ) -> tuple[list[list[int]], list[list[float]], list[int]]:
     """Returns (topk_idx, gates, tokens_per_expert) as Python lists; ``top_k``/``options`` as for ``route``."""
     config = RouterConfig.of(top_k, **options)
@@ -54,14 +55,15 @@ def route_reference(
         scores = softmax_row(row) if config.score == "softmax" else sigmoid_row(row)
         selection = [s + b for s, b in zip(scores, bias_values, strict=True)]
         allowed = [True] * num_experts
-        if config.group_limited:
-            size = num_experts // config.num_groups
+        num_groups, group_topk = config.num_groups, config.group_topk
+        if config.group_limited and num_groups is not None and group_topk is not None:  # group_limited: both set
+            size = num_experts // num_groups
             ranked = row if config.group_score == "logits" else selection
-            group_score = []
-            for g in range(config.num_groups):
+            group_score: list[float] = []
+            for g in range(num_groups):
                 members = ranked[g * size : (g + 1) * size]
-                group_score.append(sum(sorted(members, reverse=True)[: config.top_k // config.group_topk]))
-            kept_groups = set(best_first(group_score, config.group_topk))
+                group_score.append(sum(sorted(members, reverse=True)[: config.top_k // group_topk]))
+            kept_groups = set(best_first(group_score, group_topk))
             allowed = [e // size in kept_groups for e in range(num_experts)]
         chosen = best_first(selection, config.top_k, allowed)
         gates = [scores[e] for e in chosen]
@@ -84,7 +86,7 @@ def aux_probs_row(row: list[float], score: str) -> list[float]:
 
 
 def aux_loss_reference(
-    logits, top_k: int, *, convention: str = "megatron", seq_len: int | None = None, score: str = "softmax"
+    logits: Any, top_k: int, *, convention: str = "megatron", seq_len: int | None = None, score: str = "softmax"
 ) -> float:
     """E * sum_i f_i P_i, f_i = count_i / (T*k), P_i = mean_t p_ti; hf multiplies by k; seq: per sequence, mean."""
     rows = _rows(logits)
@@ -111,12 +113,12 @@ def aux_loss_reference(
     return sum(losses) / len(losses)
 
 
-def z_loss_reference(logits) -> float:
+def z_loss_reference(logits: Any) -> float:
     rows = _rows(logits)
     return sum(logsumexp_row(row) ** 2 for row in rows) / len(rows)
 
 
-def bias_update_reference(bias, tokens_per_expert, rate: float, recenter: bool = False) -> list[float]:
+def bias_update_reference(bias: Any, tokens_per_expert: Any, rate: float, recenter: bool = False) -> list[float]:
     """b_i += rate * sign(mean(count) - count_i); optionally shift to zero mean."""
     counts = [float(c) for c in tokens_per_expert]
     mean = sum(counts) / len(counts)
@@ -127,7 +129,9 @@ def bias_update_reference(bias, tokens_per_expert, rate: float, recenter: bool =
     return new
 
 
-def capacity_keep_reference(topk_idx, gates, num_experts: int, capacity: int, policy: str) -> list[list[bool]]:
+def capacity_keep_reference(
+    topk_idx: Any, gates: Any, num_experts: int, capacity: int, policy: str
+) -> list[list[bool]]:
     """Which (token, slot) assignments survive: per expert, the ``capacity`` best by gate (ties: earlier token,
     then earlier slot) for ``policy="probability"``, or the ``capacity`` earliest tokens for ``policy="position"``."""
     idx = [[int(e) for e in row] for row in (topk_idx.tolist() if isinstance(topk_idx, torch.Tensor) else topk_idx)]

@@ -22,7 +22,7 @@ group-limited routing instead (this package's behaviour before 0.2, and Megatron
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -119,7 +119,14 @@ def _backward_logits(
 
 class _RouterStatsFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, bias, config, separate_aux_counts, use_triton):
+    def forward(
+        ctx: Any,
+        logits: torch.Tensor,
+        bias: torch.Tensor | None,
+        config: RouterConfig,
+        separate_aux_counts: bool,
+        use_triton: bool,
+    ) -> tuple[torch.Tensor, ...]:
         if use_triton:
             from moe_balance.kernels.router_stats_triton import router_stats_triton
 
@@ -147,7 +154,16 @@ class _RouterStatsFunction(torch.autograd.Function):
         return topk_idx, gates, counts, aux_counts, aux, z, prob_mean
 
     @staticmethod
-    def backward(ctx, _grad_idx, grad_gates, _grad_counts, _grad_aux_counts, grad_aux, grad_z, _grad_prob):
+    def backward(
+        ctx: Any,
+        _grad_idx: torch.Tensor | None,
+        grad_gates: torch.Tensor | None,
+        _grad_counts: torch.Tensor | None,
+        _grad_aux_counts: torch.Tensor | None,
+        grad_aux: torch.Tensor | None,
+        grad_z: torch.Tensor | None,
+        _grad_prob: torch.Tensor | None,
+    ) -> tuple[torch.Tensor | None, ...]:
         logits, lse, topk_idx, topk_scores, aux_counts = ctx.saved_tensors
         config = ctx.config
         if grad_gates is None and grad_aux is None and grad_z is None:
@@ -176,7 +192,7 @@ def router_stats(
     backend: str = "auto",
     aux_counts: Literal["top_k", "routed"] = "top_k",
     check_finite: bool = True,
-    **options,
+    **options: Any,
 ) -> RouterStats:
     """Route (tokens, experts) logits and compute counts, aux loss (megatron convention) and z-loss in one pass.
 

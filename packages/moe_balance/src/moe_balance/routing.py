@@ -29,7 +29,7 @@ defaults; ``RouterConfig.deepseek_v3()`` matches the DeepSeek-V3 gate (sigmoid, 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -75,7 +75,7 @@ class RouterConfig:
             )
 
     @classmethod
-    def of(cls, config: int | RouterConfig, **options) -> RouterConfig:
+    def of(cls, config: int | RouterConfig, **options: Any) -> RouterConfig:
         """``config`` itself (with ``options`` applied), or a new config from ``top_k`` and keywords."""
         if isinstance(config, RouterConfig):
             return replace(config, **options) if options else config
@@ -243,7 +243,7 @@ def route(
     *,
     bias: torch.Tensor | None = None,
     check_finite: bool = True,
-    **options,
+    **options: Any,
 ) -> Routing:
     """Route (tokens, experts) logits to ``top_k`` experts per token.
 

@@ -34,6 +34,7 @@ import platform
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,7 @@ def check_known_answers(device: torch.device) -> dict[str, Any]:
 
 
 def check_fused_vs_reference(device: torch.device, generator: torch.Generator) -> dict[str, Any]:
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"score": "softmax", "bias": None, "num_groups": None, "group_topk": None, "top_k": 4},
         {"score": "sigmoid", "bias": 0.05, "num_groups": 4, "group_topk": 2, "top_k": 4},
     ]
@@ -294,7 +295,9 @@ def check_gpu_required(devices: list[torch.device], expect_gpus: int | None) -> 
     return {"ok": not problems, "detail": {**detail, "problems": problems}}
 
 
-def _allreduce_rank(rank: int, world: int, backend: str, devices: list[str], folder: str, numel: int, timeout_s: float):
+def _allreduce_rank(
+    rank: int, world: int, backend: str, devices: list[str], folder: str, numel: int, timeout_s: float
+) -> None:
     """One rank of the all-reduce check (a spawned process): sum of (rank + 1) over the ranks, then 5 timed rounds."""
     import torch.distributed as dist
 
@@ -374,7 +377,7 @@ def _device_checks(dev: torch.device, seed: int) -> tuple[list[dict], dict[str, 
     generator = torch.Generator().manual_seed(seed)
     checks, timings, records = [], {}, []
 
-    def run(name, fn, *args):
+    def run(name: str, fn: Callable[..., Any], *args: Any) -> None:
         t0 = time.perf_counter()
         try:
             result = fn(*args)
@@ -423,6 +426,7 @@ def run_smoke(
     ``allreduce_ranks`` repeats the first device (useful for gloo on a CPU); by default one rank per device.
     """
     started = time.perf_counter()
+    bad_device: str | None
     try:
         devices = resolve_devices(device)
     except RuntimeError as error:

@@ -42,7 +42,9 @@ def occurrence(ids: torch.Tensor, size: int) -> torch.Tensor:
     return torch.empty_like(ids).index_copy_(0, order, rank_in_group)
 
 
-def physical_slots(expert_ids: torch.Tensor, log2phy: torch.Tensor, logcnt: torch.Tensor, source_rank: int):
+def physical_slots(
+    expert_ids: torch.Tensor, log2phy: torch.Tensor, logcnt: torch.Tensor, source_rank: int
+) -> torch.Tensor:
     """Physical slot of each pair: an expert's pairs go round-robin over its slots, from an offset per source rank.
 
     expert_ids: (pairs,) int64 logical experts. Returns (pairs,) int64 physical slots.

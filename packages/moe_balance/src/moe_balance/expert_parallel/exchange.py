@@ -10,6 +10,8 @@ does). Gloo implements it on CPU tensors (``alltoall_base``), NCCL on GPU tensor
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
@@ -27,12 +29,14 @@ def exchange_rows(
 
 class _AllToAllRows(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, rows, send_counts, recv_counts, group):
+    def forward(
+        ctx: Any, rows: torch.Tensor, send_counts: list[int], recv_counts: list[int], group: dist.ProcessGroup | None
+    ) -> torch.Tensor:
         ctx.send_counts, ctx.recv_counts, ctx.group = send_counts, recv_counts, group
         return exchange_rows(rows, send_counts, recv_counts, group)
 
     @staticmethod
-    def backward(ctx, grad_received):
+    def backward(ctx: Any, grad_received: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         # NOTE: the reverse exchange: each rank gets back the gradients of the rows it sent, in the order it sent them.
         grad_rows = exchange_rows(grad_received, ctx.recv_counts, ctx.send_counts, ctx.group)
         return grad_rows, None, None, None

@@ -31,7 +31,7 @@ class SlotExperts(nn.Module):
         dtype: torch.dtype | None = None,
         device: torch.device | None = None,
         init_std: float = 0.02,
-    ):
+    ) -> None:
         super().__init__()
         self.w1 = nn.Parameter(torch.empty(num_slots, d_model, d_ff, dtype=dtype, device=device))
         self.w2 = nn.Parameter(torch.empty(num_slots, d_ff, d_model, dtype=dtype, device=device))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -56,7 +57,15 @@ def start_guest_weights(
 
 class _GuestWeights(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pending, moves, group, spare_slots, order_token, *weights):
+    def forward(
+        ctx: Any,
+        pending: PendingSlots,
+        moves: GuestMoves,
+        group: dist.ProcessGroup | None,
+        spare_slots: int,
+        order_token: torch.Tensor,
+        *weights: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         ctx.moves, ctx.group = moves, group
         ctx.like = [w[0].detach() for w in weights]  # one row of each tensor: shapes and dtypes of a slot
         ctx.home_shapes = [w.shape for w in weights]
@@ -68,7 +77,7 @@ class _GuestWeights(torch.autograd.Function):
         return tuple(guests)
 
     @staticmethod
-    def backward(ctx, *grad_guests):
+    def backward(ctx: Any, *grad_guests: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         # NOTE: synchronous: the home rank needs these gradients before its backward finishes. Ordering: this node
         # takes the dispatched tokens as an input (order_token), so on every rank it runs after the combine's reverse
         # exchange and before the dispatch's, whatever order autograd picks among nodes that are ready together.

@@ -37,6 +37,7 @@ from .dispatch import DispatchLayout, dispatch_layout, log2phy_of, physical_slot
 from .exchange import all_to_all_rows
 from .experts import SlotExperts, expert_ffn
 from .guests import guest_moves, guest_weights, start_guest_weights
+from .p2p import PendingSlots
 from .placement_file import default_phy2log
 from .placement_moves import PlacementMove, apply_placement, slot_tensors
 from .record import MicroBatchStats
@@ -61,7 +62,7 @@ class ExpertParallelMoE(nn.Module):
         group: dist.ProcessGroup | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | None = None,
-    ):
+    ) -> None:
         super().__init__()
         self.config = config
         self.group = group
@@ -190,7 +191,7 @@ class ExpertParallelMoE(nn.Module):
         chunks = received[compute_order].split(layout.slot_rows.tolist())  # S + K chunks, (rows, d_model) each
         outputs = [expert_ffn(chunks[c], *(w[c] for w in weights)) for c in range(slots)]
         events.append("home experts computed")
-        if plan is not None:
+        if plan is not None and pending is not None and moves is not None:  # set together with plan
             guests = guest_weights(pending, moves, weights, spares, received, self.group)  # (K, ...) each
             events.append("guest weights received")
             outputs += [expert_ffn(chunks[slots + i], *(g[i] for g in guests)) for i in range(spares)]
@@ -202,7 +203,15 @@ class ExpertParallelMoE(nn.Module):
         self.last_stats = self._stats(table, plan, layout, x, pending, events)
         return (per_pair * gates.to(per_pair.dtype).unsqueeze(-1)).sum(dim=1)
 
-    def _stats(self, table, plan, layout: DispatchLayout, x, pending, events) -> MicroBatchStats:
+    def _stats(
+        self,
+        table: torch.Tensor,
+        plan: ReplicaPlan | None,
+        layout: DispatchLayout,
+        x: torch.Tensor,
+        pending: PendingSlots | None,
+        events: list[str],
+    ) -> MicroBatchStats:
         """What this rank did: pairs computed (measured from the exchange), bytes it sent, the plan's prediction."""
         slots, rank = self.config.slots_per_rank, self.rank
         routed = int(table[:, rank * slots : (rank + 1) * slots].sum())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import torch
 import torch.distributed as dist
@@ -42,7 +43,7 @@ def default_phy2log(num_experts: int, num_slots: int) -> torch.Tensor:
     return torch.arange(num_slots) % num_experts
 
 
-def _int_matrix(value: object, rows: int, columns: int) -> bool:
+def _int_matrix(value: object, rows: int, columns: int) -> TypeGuard[list[list[int]]]:
     return (
         isinstance(value, list)
         and len(value) == rows
@@ -91,8 +92,8 @@ def placement_problem(
             return f"layer {found_layers[index]}: experts {missing[:8]} have no slot; every expert needs one: {RERUN}"
     logcnt = document.get("logcnt")
     if logcnt is not None:
-        expected = [[row.count(expert) for expert in range(num_experts)] for row in phy2log]
-        if logcnt != expected:
+        counted = [[row.count(expert) for expert in range(num_experts)] for row in phy2log]
+        if logcnt != counted:
             return f"its logcnt does not match its phy2log (the file was edited or torn); {RERUN}"
     return None
 

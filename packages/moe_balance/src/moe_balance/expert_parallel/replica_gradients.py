@@ -18,7 +18,11 @@ from .p2p import pack_slots, row_bytes, start_slot_exchange, unpack_slots
 
 
 def _exchange(
-    pairs: list[tuple[int, int]], rows: list[list[torch.Tensor]], slots_per_rank: int, group, add: bool
+    pairs: list[tuple[int, int]],
+    rows: list[list[torch.Tensor]],
+    slots_per_rank: int,
+    group: dist.ProcessGroup | None,
+    add: bool,
 ) -> int:
     """For each (source slot, target slot) pair: target row += source row (add) or = source row. Returns bytes sent.
 

@@ -30,7 +30,7 @@ from moe_balance.routing import RouterConfig
 
 
 @triton.jit
-def _router_stats_kernel(
+def _router_stats_kernel(  # type: ignore[no-untyped-def]  # Triton reads parameter annotations (tl.constexpr)
     logits_ptr,  # (tokens, experts), row stride stride_row, column stride 1
     bias_ptr,  # (experts,) or a dummy when HAS_BIAS is False
     topk_idx_ptr,  # out (tokens, TOP_K) int64
@@ -214,7 +214,7 @@ def router_stats_triton(
             GROUP_LIMITED=group_limited,
             NUM_GROUPS=config.num_groups if group_limited else 1,
             GROUP_TOPK=config.group_topk if group_limited else 1,
-            PER_GROUP_K=top_k // config.group_topk if group_limited else 1,
+            PER_GROUP_K=top_k // (config.group_topk or 1) if group_limited else 1,  # group_limited: group_topk set
             GROUP_SIZE=num_experts // config.num_groups if group_limited else num_experts,
             GROUP_ON_LOGITS=config.group_score == "logits",
             AUX_SEPARATE=separate_aux_counts,
@@ -222,6 +222,6 @@ def router_stats_triton(
             num_warps=4 if block_t * block_e <= 2048 else 8,
         )
     counts = partial_counts.sum(dim=0, dtype=torch.int64)[:num_experts]
-    aux_counts = partial_aux.sum(dim=0, dtype=torch.int64)[:num_experts] if separate_aux_counts else counts
+    aux_counts = partial_aux.sum(dim=0, dtype=torch.int64)[:num_experts] if partial_aux is not None else counts
     prob_sum = partial_prob.sum(dim=0)[:num_experts]
     return topk_idx, topk_scores, counts, aux_counts, prob_sum, lse

@@ -23,7 +23,7 @@ MAX_CELLS = 32 * 1024  # ranks x experts held in one program (e.g. 64 ranks x 51
 
 
 @triton.jit
-def _match_kernel(
+def _match_kernel(  # type: ignore[no-untyped-def]  # Triton reads parameter annotations: see _sinkhorn_triton
     surplus_ptr,
     supply_ptr,
     demand_ptr,

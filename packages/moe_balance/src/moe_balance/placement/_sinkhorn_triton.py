@@ -17,8 +17,11 @@ from moe_balance.kernels._device import device_guard
 MAX_RANKS = 128  # a (128, 128) float32 block still lives in registers of one program
 
 
+# Triton reads a kernel's parameter annotations (tl.constexpr marks compile-time ones): the others stay bare.
 @triton.jit
-def _sinkhorn_kernel(supply_ptr, demand_ptr, cost_ptr, plan_ptr, n, inv_epsilon, iterations, BLOCK: tl.constexpr):
+def _sinkhorn_kernel(  # type: ignore[no-untyped-def]
+    supply_ptr, demand_ptr, cost_ptr, plan_ptr, n, inv_epsilon, iterations, BLOCK: tl.constexpr
+):
     index = tl.arange(0, BLOCK)
     rows = index[:, None]
     cols = index[None, :]

@@ -43,12 +43,12 @@ def check_rebalance_arguments(
     """Validate the planner's arguments; returns weight as float32 on the CPU."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r} is not supported: use one of {', '.join(MODES)}")
-    weight = check_load_matrix(weight, "weight", "(layers, experts)")
-    num_experts = weight.shape[1]
-    check_positive_int(num_replicas, "num_replicas")
-    check_positive_int(num_groups, "num_groups")
-    check_positive_int(num_nodes, "num_nodes")
-    check_positive_int(num_gpus, "num_gpus")
+    matrix = check_load_matrix(weight, "weight", "(layers, experts)")
+    num_experts = matrix.shape[1]
+    num_replicas = check_positive_int(num_replicas, "num_replicas")
+    num_groups = check_positive_int(num_groups, "num_groups")
+    num_nodes = check_positive_int(num_nodes, "num_nodes")
+    num_gpus = check_positive_int(num_gpus, "num_gpus")
     if num_replicas < num_experts:
         raise ValueError(
             f"num_replicas={num_replicas} is smaller than the {num_experts} experts in weight: every expert needs a "
@@ -74,7 +74,7 @@ def check_rebalance_arguments(
             f"num_replicas={num_replicas} exceeds num_experts * num_gpus = {num_experts * num_gpus}: improved mode "
             "keeps the replicas of an expert on distinct GPUs; lower num_replicas"
         )
-    return weight.float()
+    return matrix.float()
 
 
 def _rebalance_hierarchical(
@@ -210,17 +210,17 @@ def _check_previous(previous: object, weight_shape: torch.Size, num_replicas: in
         )
     if previous.is_floating_point() or previous.is_complex() or previous.dtype == torch.bool:
         raise ValueError(f"previous must hold integer expert ids; got dtype {previous.dtype}")
-    previous = previous.detach().cpu().long()
-    if int(previous.min()) < 0 or int(previous.max()) >= num_experts:
+    ids = previous.detach().cpu().long()
+    if int(ids.min()) < 0 or int(ids.max()) >= num_experts:
         raise ValueError(
-            f"previous holds expert ids from {int(previous.min())} to {int(previous.max())}; "
+            f"previous holds expert ids from {int(ids.min())} to {int(ids.max())}; "
             f"ids must lie in [0, {num_experts})"
         )
-    present = torch.zeros((num_layers, num_experts), dtype=torch.bool).scatter_(1, previous, True)
+    present = torch.zeros((num_layers, num_experts), dtype=torch.bool).scatter_(1, ids, True)
     if not bool(present.all()):
         layer = int((~present).any(dim=1).nonzero()[0])
         raise ValueError(f"previous misses some experts in layer {layer}: every expert needs at least one slot")
-    return previous
+    return ids
 
 
 def rebalance_experts(

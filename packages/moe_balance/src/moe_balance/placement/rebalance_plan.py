@@ -87,7 +87,7 @@ SWAP_PEAKS = 4  # heaviest GPUs of a layer relieved in one round
 class _GpuState:
     """Per-layer GPU contents during placement. All tensors are batched over layers."""
 
-    def __init__(self, num_layers: int, capacity: torch.Tensor, num_experts: int):
+    def __init__(self, num_layers: int, capacity: torch.Tensor, num_experts: int) -> None:
         num_gpus = capacity.shape[0]
         self.capacity = capacity  # (gpus,)
         self.load = torch.zeros((num_layers, num_gpus), dtype=torch.float64)
@@ -487,7 +487,7 @@ def plan_improved(
         content = _align_slots(content, previous_content)
     phy2log = content[:, slot_valid]  # (layers, replicas), GPU-major
     ratio = max_over_mean(gpu_loads(phy2log, weight, slot_gpu, num_gpus))
-    if previous is not None:
+    if previous is not None and previous_hosts is not None:  # set together
         previous_ratio = max_over_mean(gpu_loads(previous, weight, slot_gpu, num_gpus))
         previous_duplicates = previous_hosts.sum(dim=(1, 2)) < num_replicas
         layers_kept = (previous_ratio - ratio < min_gain) & ~previous_duplicates

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -195,12 +195,12 @@ def assign_tokens(
 def _check_replica_arguments(
     load: object, spare_slots_per_rank: object, ranks_per_node: object, inter_node_cost: object
 ) -> torch.Tensor:
-    load = check_load_matrix(load, "load", "(source ranks, experts)")
-    if load.is_floating_point() and not bool((load == load.round()).all()):
+    matrix = check_load_matrix(load, "load", "(source ranks, experts)")
+    if matrix.is_floating_point() and not bool((matrix == matrix.round()).all()):
         raise ValueError("load must hold whole token counts; got fractional values: round or pass an integer tensor")
     check_positive_int(spare_slots_per_rank, "spare_slots_per_rank")
     check_positive_int(ranks_per_node, "ranks_per_node")
-    num_ranks, num_experts = load.shape
+    num_ranks, num_experts = matrix.shape
     if num_experts % num_ranks != 0:
         raise ValueError(
             f"load has {num_experts} experts for {num_ranks} source ranks: experts live contiguously on the ranks, so "
@@ -215,10 +215,10 @@ def _check_replica_arguments(
             f"inter_node_cost={inter_node_cost} must be finite and >= 1 (the intra-node cost): it is the relative "
             "price of a token crossing nodes"
         )
-    load = load.long()
-    if int(load.sum()) > MAX_TOKENS:
-        raise ValueError(f"load totals {int(load.sum())} tokens; the planner supports at most {MAX_TOKENS}")
-    return load
+    counts = matrix.long()
+    if int(counts.sum()) > MAX_TOKENS:
+        raise ValueError(f"load totals {int(counts.sum())} tokens; the planner supports at most {MAX_TOKENS}")
+    return counts
 
 
 def _use_triton(load: torch.Tensor, backend: str) -> bool:
@@ -238,7 +238,7 @@ def _use_triton(load: torch.Tensor, backend: str) -> bool:
     return num_ranks <= MAX_RANKS and fits_matching_kernel(num_ranks, num_experts)
 
 
-def _run_matching(use_triton: bool, *args) -> tuple[torch.Tensor, torch.Tensor]:
+def _run_matching(use_triton: bool, *args: Any) -> tuple[torch.Tensor, torch.Tensor]:
     if not use_triton:
         return match_slots(*args)
     from ._matching_triton import match_slots_triton
