@@ -44,9 +44,10 @@ APT_REQUIREMENTS := $(ROOT)/requirements/apt.txt
 APT_TESTED := $(ROOT)/requirements/apt-tested.txt
 APT_STAMP := $(WORK)/stamps/apt.$(shell cat $(APT_REQUIREMENTS) | md5sum | cut -c1-12)
 # Only the pip files: a new tested Debian version (apt-tested.txt) must not reinstall the virtualenv, nor a new pin of
-# galaxy-check's own environment (GALAXY_VENV).
+# galaxy-check's own environment (GALAXY_VENV) or of a further ansible-core line (CORE_MATRIX).
 GALAXY_REQUIREMENTS := $(ROOT)/requirements/galaxy.txt $(ROOT)/requirements/galaxy-constraints.txt
-VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(filter-out $(APT_REQUIREMENTS) $(APT_TESTED) $(GALAXY_REQUIREMENTS),$(wildcard $(ROOT)/requirements/*.txt)) $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
+CORE_REQUIREMENTS := $(wildcard $(ROOT)/requirements/matrix-*.txt)
+VENV_STAMP := $(WORK)/stamps/venv.$(shell cat $(filter-out $(APT_REQUIREMENTS) $(APT_TESTED) $(GALAXY_REQUIREMENTS) $(CORE_REQUIREMENTS),$(wildcard $(ROOT)/requirements/*.txt)) $(ROOT)/packages/moe_balance/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 TOOLS_STAMP := $(WORK)/stamps/tools.$(shell cat $(addprefix $(ROOT)/requirements/,controller.txt tools.txt constraints.txt) | md5sum | cut -c1-12)
 GALAXY_STAMP := $(WORK)/stamps/galaxy.$(shell cat $(GALAXY_REQUIREMENTS) | md5sum | cut -c1-12)
 # ansible-test's pip bootstrap script, placed under the name the installed ansible-test asks for: placed again when
@@ -59,12 +60,22 @@ STEP_TIMES := python3 $(ROOT)/tools/step_times.py
 # green with fewer tests.
 UNIT_TEST_DIRS := tests/unit tests/ps1 tests/playbooks tests/lab
 MOE_TEST_DIR := packages/moe_balance/tests
+# The support matrix: the ansible-core lines CI tests besides .venv's 2.19 (requirements/controller.txt). Each line has
+# a virtualenv of its own, .work/venv-core-X.Y (requirements/matrix-X.Y.txt), where sanity-X.Y runs ansible-test
+# sanity as make sanity does and units-X.Y runs CORE_UNIT_TEST_DIRS. ansible-core 2.20 and later require Python 3.12
+# or later on the controller, and Debian 12 has 3.11 only: CORE_PYTHON is the first python3.12 found in /usr/bin,
+# /usr/local/bin or pyenv's versions (this machine image has pyenv's 3.12); name another with CORE_PYTHON=PATH.
+CORE_MATRIX := 2.20 2.21
+CORE_PYTHON ?= $(firstword $(wildcard /usr/bin/python3.12 /usr/local/bin/python3.12 \
+	$(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.12*/bin/python3.12))
+CORE_UNIT_TEST_DIRS := tests/unit
+CORE_STEPS := $(foreach line,$(CORE_MATRIX),sanity-$(line) units-$(line))
 # pytest-xdist workers for units and moe-test (one per core of a 2-core CI machine); TEST_WORKERS=0 runs in-process.
 TEST_WORKERS ?= 2
 PS1_PARSE_CHECK := tests/ps1/check_ps1_parse.py
 MOLECULE_SCENARIOS := default lvs-netns lvs-uml gpu-moe
 # The steps of make test and make check, in order (molecule:NAME is one scenario).
-TEST_STEPS := setup test-folders lint sanity galaxy-check units moe-test bench-quick gpu-check ee $(addprefix molecule:,$(MOLECULE_SCENARIOS))
+TEST_STEPS := setup test-folders lint sanity galaxy-check units $(CORE_STEPS) moe-test bench-quick gpu-check ee $(addprefix molecule:,$(MOLECULE_SCENARIOS))
 CHECK_STEPS := test-folders lint sanity galaxy-check units moe-test bench-quick
 require = @for p in $(1); do [ -e "$(ROOT)/$$p" ] || { echo "make: $$p is missing; it is listed in the Makefile and \
 	make test must not run without it (update the Makefile if it moved)" >&2; exit 1; }; done
@@ -192,13 +203,51 @@ lint: $(LINT_VENV_TARGET) ## ruff, mypy, ansible-lint (production profile), Powe
 	@echo "== PowerShell parse check (tree-sitter-powershell)"
 	@$(LIGHT_ENV) $(LINT_BIN)/python $(ROOT)/$(PS1_PARSE_CHECK) $(ROOT)
 
-sanity: $(LINT_VENV_TARGET) $(GET_PIP_STAMP) ## ansible-test sanity on a copy of the collection (packages/ included)
-	@rm -rf $(WORK)/sanity && mkdir -p $(WORK)/sanity/ansible_collections/hpc/balance
+# ansible-test sanity on a copy of the collection in $(1) (packages/ included), run with the environment $(2) under
+# Python $(3). The copy is a git repository of its own, or ansible-test would list files from the enclosing checkout
+# (where .work is ignored).
+define sanity_run
+	@rm -rf $(1) && mkdir -p $(1)/ansible_collections/hpc/balance
 	@cd $(ROOT) && git ls-files -co --exclude-standard -z \
-		| tar --null -T - -cf - | tar -xf - -C $(WORK)/sanity/ansible_collections/hpc/balance
-	@# A git repository of its own, or ansible-test would list files from the enclosing checkout (where .work is ignored).
-	@cd $(WORK)/sanity/ansible_collections/hpc/balance && git init -q && git add -A
-	@cd $(WORK)/sanity/ansible_collections/hpc/balance && $(LIGHT_ENV) ansible-test sanity --local --python 3.11 --color no
+		| tar --null -T - -cf - | tar -xf - -C $(1)/ansible_collections/hpc/balance
+	@cd $(1)/ansible_collections/hpc/balance && git init -q && git add -A
+	@cd $(1)/ansible_collections/hpc/balance && $(2) ansible-test sanity --local --python $(3) --color no
+endef
+
+sanity: $(LINT_VENV_TARGET) $(GET_PIP_STAMP) ## ansible-test sanity on a copy of the collection (packages/ included)
+	$(call sanity_run,$(WORK)/sanity,$(LIGHT_ENV),3.11)
+
+# A further line of the support matrix (CORE_MATRIX): its virtualenv, built anew when its pins change. ansible-core
+# comes from requirements/matrix-X.Y.txt, everything else from constraints.txt less its ansible-core pin; ansible-test's
+# pip bootstrap stand-in is placed for the pip release this ansible-test pins.
+$(WORK)/venv-core-%/stamp: $(ROOT)/requirements/matrix-%.txt $(ROOT)/requirements/matrix-common.txt \
+		$(ROOT)/requirements/constraints.txt $(ROOT)/tests/sanity/get_pip_offline.py
+	@[ -n "$(CORE_PYTHON)" ] || { echo "make: ansible-core $* needs Python 3.12 or later on the controller and no" \
+		"python3.12 was found; name one with CORE_PYTHON=PATH" >&2; exit 1; }
+	@echo "setup: installing ansible-core $* into $(@D) with $(CORE_PYTHON) (requirements/matrix-$*.txt)" >&2
+	@rm -rf $(@D) && $(CORE_PYTHON) -m venv $(@D)
+	@grep -v '^ansible-core==' $(ROOT)/requirements/constraints.txt > $(@D)/constraints.txt
+	@$(TOOL_ENV) $(@D)/bin/pip install -q -c $(@D)/constraints.txt -r $< >&2
+	@$(@D)/bin/pip check >/dev/null
+	@mkdir -p $(@D)/collections/ansible_collections/hpc && ln -sfn $(ROOT) $(@D)/collections/ansible_collections/hpc/balance
+	@$(TOOL_ENV) $(@D)/bin/python $(ROOT)/tests/sanity/get_pip_offline.py --place $(WORK)/home/.ansible/test/cache
+	@touch $@
+
+CORE_ENV = $(TOOL_ENV) PATH=$(WORK)/venv-core-$*/bin:$$PATH ANSIBLE_COLLECTIONS_PATH=$(WORK)/venv-core-$*/collections
+CORE_VERSIONS = $(WORK)/venv-core-$*/bin/python -c 'import sys, ansible; \
+	print("== ansible-core %s on Python %s" % (ansible.__version__, sys.version.split()[0]))'
+.PHONY: core-matrix $(addprefix sanity-,$(CORE_MATRIX)) $(addprefix units-,$(CORE_MATRIX))
+core-matrix: $(CORE_STEPS) ## sanity and tests/unit on each further ansible-core line (CORE_MATRIX; make test runs them)
+$(addprefix sanity-,$(CORE_MATRIX)): sanity-%: $(WORK)/venv-core-%/stamp
+	@$(CORE_VERSIONS)
+	$(call sanity_run,$(WORK)/sanity-$*,$(CORE_ENV),$$($(WORK)/venv-core-$*/bin/python -c \
+		'import sys; print("%d.%d" % sys.version_info[:2])'))
+$(addprefix units-,$(CORE_MATRIX)): units-%: $(WORK)/venv-core-%/stamp
+	$(call require,$(CORE_UNIT_TEST_DIRS))
+	@$(CORE_VERSIONS)
+	@rm -rf $(ROOT)/collections
+	@cd $(ROOT) && $(CORE_ENV) PYTHONPATH=$(WORK)/venv-core-$*/collections $(WORK)/venv-core-$*/bin/python -m pytest \
+		-q -p no:cacheprovider -n $(TEST_WORKERS) $(CORE_UNIT_TEST_DIRS)
 
 # Galaxy's import on the built tarball: galaxy-importer (ansible-doc on every plugin, ansible-lint, the metadata; its
 # docker-only ansible-test step is make sanity's job) and antsibull-docs lint-collection-docs --plugin-docs on the

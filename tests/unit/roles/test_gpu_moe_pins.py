@@ -92,7 +92,10 @@ def test_every_table_row_names_triton_cuda_and_python_floor():
 
 def test_installed_torch_declares_the_triton_of_the_table():
     """Where the installed torch declares triton (every PyPI Linux wheel), it is the table's version."""
-    torch_version = importlib.metadata.version("torch")
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("no torch here (the ansible-core lines of make core-matrix test the collection without it)")
     declared = [Requirement(text) for text in importlib.metadata.requires("torch") or []]
     triton = [req for req in declared if req.name == "triton" and (req.marker is None or req.marker.evaluate())]
     if not triton:
