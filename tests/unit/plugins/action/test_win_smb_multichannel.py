@@ -135,6 +135,12 @@ ROLE_TASKS = Path(__file__).resolve().parents[4] / "roles" / "win_smb_multichann
 HOST_VARS = {"inventory_hostname": "w1", "ansible_host": "10.0.0.21", "ansible_connection": "winrm"}
 
 
+class _ConnectionSetUp(TaskExecutor):
+    """TaskExecutor with its task set directly: ansible-core 2.21 reads `_task` from the running task's context."""
+
+    _task = None
+
+
 def resolved_for(task_keywords, variables):
     """(connection, play context) as the task executor leaves them for a task with these keywords on a host with
     these variables: the play context overridden by the task and the magic variables, the become plugin set on a
@@ -148,7 +154,7 @@ def resolved_for(task_keywords, variables):
         setattr(task, keyword, task.post_validate_attribute(keyword, templar=templar))
     play_context = PlayContext().set_task_and_variable_override(task=task, variables=variables, templar=templar)
     connection = connection_loader.get("winrm", play_context, None)
-    executor = TaskExecutor.__new__(TaskExecutor)  # only its connection set-up steps run, as in TaskExecutor._execute
+    executor = _ConnectionSetUp.__new__(_ConnectionSetUp)  # only its connection set-up steps run, as in _execute
     executor._task, executor._play_context, executor._connection = task, play_context, connection
     executor._set_become_plugin(variables, templar, connection)
     executor._set_connection_options(variables, templar)
