@@ -35,6 +35,8 @@ metrics = load_metrics()
 VALID = {"schema": "moe_balance.tokens_per_expert/1", "step": 1200, "layer": 3,
          "tokens_per_expert": [2048, 2100, 1990, 2010, 2050, 1980, 2150, 2056], "top_k": 2, "num_tokens": 8192,
          "rank": 0, "world_size": 8, "dropped_tokens": 0, "time_unix_s": 1712916000.5, "run": "pretrain-0412"}
+
+
 class _Missing:
     """The field left out of the record; a stable repr, so the test ids are the same in every pytest-xdist worker."""
 
