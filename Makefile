@@ -365,10 +365,11 @@ molecule: venv apt ## molecule scenarios on the local lab (SCENARIO=name for one
 		mkdir -p $(WORK)/logs; rm -rf $(ROOT)/.lab/$(PREFIX)m-consoles; \
 		if ! $(TOOL_ENV) LAB_PREFIX=$(PREFIX)m molecule test -s $$s 2>&1 | tee $(WORK)/logs/molecule-$$s.log \
 				| $(STEP_TIMES) phases $${STEP_TIMES_TSV:-/dev/null} $$s; then \
-			echo "== molecule test -s $$s failed; its failed tasks (full log: .work/logs/molecule-$$s.log):"; \
-			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log; \
 			for c in $(ROOT)/.lab/$(PREFIX)m-consoles/*.log; do [ -f "$$c" ] || continue; \
 				echo "== last 15 lines of $$c (the guest's console, kept by lab down)"; tail -n 15 "$$c"; done; \
+			echo "== molecule test -s $$s failed; its failed tasks (full log: .work/logs/molecule-$$s.log):"; \
+			$(PY) tools/failed_tasks.py $(WORK)/logs/molecule-$$s.log \
+				| tee $${STEP_FAILURE_SUMMARY:-/dev/null}; \
 			exit 1; \
 		fi; \
 	done

@@ -5,7 +5,8 @@ it), so a slow step is seen in the run that made it slow. Standard library only:
 
     step_times.py make  TIMES_TSV STEP...        run `make STEP` for each STEP in turn (`molecule:NAME` runs
                                                  `make molecule SCENARIO=NAME`); stop at the first failure; print
-                                                 the table either way; exit with the failed step's status
+                                                 the table either way, then the failed step's summary (what
+                                                 it wrote to $STEP_FAILURE_SUMMARY); exit with its status
     step_times.py phases TIMES_TSV SCENARIO      copy stdin to stdout and record each molecule phase's wall time
     step_times.py table TIMES_TSV                print the table of what TIMES_TSV holds
 """
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 # molecule 26 announces each action of a scenario's test sequence as "INFO     [<scenario> > <action>] Executing".
+SUMMARY_LINES = 16
 PHASE_LINE = re.compile(r"\[(?P<scenario>[\w.-]+) > (?P<phase>[\w-]+)\] Executing$")
 
 
@@ -32,6 +34,8 @@ def _append(times_tsv: Path, kind: str, name: str, seconds: float, status: str) 
 def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
     """Each step through make, timed; the first failure stops the run (as make's own prerequisites would)."""
     times_tsv.unlink(missing_ok=True)
+    summary = failure_summary_path(times_tsv)
+    summary.unlink(missing_ok=True)
     root = Path(__file__).resolve().parents[1]
     status = 0
     for step in steps:
@@ -40,12 +44,27 @@ def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
         if scenario:
             command.append(f"SCENARIO={scenario}")
         started = time.monotonic()
-        status = subprocess.call(command, env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv)))
+        status = subprocess.call(
+            command, env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv), STEP_FAILURE_SUMMARY=str(summary)))
         _append(times_tsv, "step", step, time.monotonic() - started, "ok" if status == 0 else f"failed ({status})")
         if status != 0:
             break
     print_table(times_tsv)
+    if status != 0 and summary.exists():
+        print_failure_summary(summary)
     return status
+
+
+def failure_summary_path(times_tsv: Path) -> Path:
+    """Where a failing step may leave a few lines saying what failed (molecule: its first failed task)."""
+    return times_tsv.with_suffix(".failure.txt")
+
+
+def print_failure_summary(summary: Path) -> None:
+    """Repeat a failed step's own summary after the table: a CI log cut to its head and tail keeps both."""
+    lines = summary.read_text(encoding="utf-8", errors="replace").splitlines()[:SUMMARY_LINES]
+    print("\nwhat failed (again, from the step's log):")
+    print("\n".join(lines))
 
 
 def record_phases(times_tsv: Path, scenario: str) -> int:

@@ -51,3 +51,22 @@ def test_the_makefile_reads_the_times_file_from_the_variable_the_tool_sets():
     makefile = (ROOT / "Makefile").read_text()
     assert f"$${{{tool_variable}:-" in makefile
     assert not re.search(rf"^{tool_variable} *[:?]?=", makefile, re.M)
+
+
+def test_a_failed_step_s_summary_follows_the_table_and_a_passing_run_prints_none(tmp_path):
+    """A CI log cut to its head and tail keeps the table's end: what failed is printed after it."""
+    makefile = tmp_path / "Makefile"
+    makefile.write_text("ok:\n\t@true\n"
+                        "bad:\n\t@printf 'TASK [Reboot urs1]\\nfatal: [urs1]: FAILED!\\n' > $$STEP_FAILURE_SUMMARY; false\n")
+    tool = tmp_path / "tools" / "step_times.py"
+    tool.parent.mkdir()
+    tool.write_text(TOOL.read_text())
+    times = tmp_path / "work" / "times.tsv"
+    failed = subprocess.run([sys.executable, str(tool), "make", str(times), "ok", "bad"], capture_output=True,
+                            text=True, check=False)
+    assert failed.returncode != 0
+    table_end = failed.stdout.index("total")
+    assert failed.stdout.index("fatal: [urs1]: FAILED!") > table_end
+    passed = subprocess.run([sys.executable, str(tool), "make", str(times), "ok"], capture_output=True, text=True,
+                            check=True)
+    assert "what failed" not in passed.stdout
