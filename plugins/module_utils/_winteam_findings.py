@@ -310,6 +310,26 @@ def _check_hyperv(desired: TeamDesired, state: HostState) -> list[Finding]:
     ]
 
 
+def _check_vlan_under_vswitch(desired: TeamDesired, state: HostState) -> list[Finding]:
+    """No VLAN on a team interface under a Hyper-V switch. NIC Teaming (learn.microsoft.com/windows-server/networking/
+    technologies/nic-teaming/nic-teaming): "When a team connects to a Hyper-V Virtual Switch, all VLAN segregation
+    must be done in the Hyper-V Virtual Switch rather than in NIC Teaming." """
+    if desired.kind != "lbfo" or not (desired.vlan_id or desired.vlan_team_nics):
+        return []
+    on_team = _vswitches_on_team(desired, state_after_rename(desired, state))
+    if not (desired.for_vswitch or on_team):
+        return []
+    where = f"Hyper-V switch {_names([s.name for s in on_team])}" if on_team else "a Hyper-V switch (for_vswitch)"
+    return [
+        Finding(
+            REFUSE,
+            "team_vlan_under_vswitch",
+            f"team '{desired.name}' carries {where}: VLANs under a Hyper-V switch are set on the "
+            "switch ports (Set-VMNetworkAdapterVlan), never on the team. Leave vlan_id and vlan_team_nics unset",
+        )
+    ]
+
+
 def _check_lacp_timer(desired: TeamDesired, state: HostState) -> list[Finding]:
     if desired.lacp_timer is None or lacp_timer_settable(state.os_build):
         return []
@@ -404,6 +424,7 @@ def preflight(desired: TeamDesired, state: HostState) -> list[Finding]:
     findings += _check_members_free(desired, state_after_rename(desired, state))
     findings += _check_vendor_tools(state)
     findings += _check_hyperv(desired, state)
+    findings += _check_vlan_under_vswitch(desired, state)
     findings += _check_uniform(desired, state)
     findings += _check_pcie(desired, state)
     findings += _check_lacp_timer(desired, state)

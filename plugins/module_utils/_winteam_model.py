@@ -156,17 +156,27 @@ def _remove_team(state: HostState, change: dict) -> HostState:
     )
 
 
+def _default_team_nic_name(team: str, nic: TeamNic) -> str:
+    return primary_name_after_vlan(team, nic.vlan_id) if nic.primary else vlan_nic_default_name(team, nic.vlan_id)
+
+
 def _rename_team(state: HostState, change: dict) -> HostState:
     old, new = change["team"], change["new_name"]
     team = _team(state, old)
     if new in state.teams:
         raise ForbiddenByWindows(f"team {new!r} exists")
-    # NOTE: Rename-NetLbfoTeam renames the team; the team interfaces keep their names (inferred, not documented).
     teams = {(new if k == old else k): (replace(v, name=new) if k == old else v) for k, v in state.teams.items()}
     members = {k: (replace(v, team=new) if v.team == old else v) for k, v in state.members.items()}
     nics = tuple(replace(nic, team=new) if nic.team == old else nic for nic in state.team_nics)
+    state = replace(state, teams=teams, members=members, team_nics=nics)
+    # Rename-NetLbfoTeam "Also updates the team interface names accordingly, if they use default values."
+    # (learn.microsoft.com/powershell/module/netlbfo/rename-netlbfoteam): the untagged primary named like the team,
+    # a tagged one or an added one named '<team> - VLAN <id>'.
+    for nic in [nic for nic in state.team_nics if nic.team == new]:
+        if nic.name == _default_team_nic_name(old, nic):
+            state = _rename_nic(state, nic.name, _default_team_nic_name(new, nic))
     del team
-    return replace(state, teams=teams, members=members, team_nics=nics)
+    return state
 
 
 def _set_team(state: HostState, change: dict) -> HostState:

@@ -644,6 +644,22 @@ def test_lbfo_under_a_vswitch_on_windows_server_2019_is_a_warning_and_verifies()
     assert verdict(desired(), state("hyperv_vswitch_on_team_2019")).ok
 
 
+@pytest.mark.parametrize(
+    "args", [{"vlan_id": 120}, {"vlan_team_nics": [{"vlan_id": 20}]}, {"vlan_id": 120, "for_vswitch": True}]
+)
+def test_a_vlan_on_a_team_under_a_vswitch_is_refused(args):
+    """NIC Teaming (learn.microsoft.com/windows-server/networking/technologies/nic-teaming/nic-teaming): under a
+    Hyper-V switch "all VLAN segregation must be done in the Hyper-V Virtual Switch rather than in NIC Teaming"."""
+    result = plan(desired(**args), state("hyperv_vswitch_on_team_2019"))
+    assert codes(result.findings, "refuse") == ["team_vlan_under_vswitch"]
+    assert result.changes == []
+
+
+def test_a_vlan_on_a_renamed_team_under_a_vswitch_is_refused():
+    result = plan(desired(name="Storage2", rename_from="Storage", vlan_id=120), state("hyperv_vswitch_on_team_2019"))
+    assert codes(result.findings, "refuse") == ["team_vlan_under_vswitch"]
+
+
 def test_a_driver_without_a_path_does_not_stop_the_vendor_check():
     data = raw("no_team")
     data["teaming_drivers"] = [{"Name": "nopath", "PathName": None, "State": "Running"}, {"Name": "e", "PathName": ""}]

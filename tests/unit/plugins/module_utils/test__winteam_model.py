@@ -212,6 +212,29 @@ def test_default_mode_untags_and_restores_the_team_name():
     assert [(nic.name, nic.vlan_id, nic.default) for nic in after.team_nics] == [("Storage", 0, True)]
 
 
+def test_renaming_a_team_renames_its_default_named_team_interfaces():
+    """Rename-NetLbfoTeam "Also updates the team interface names accordingly, if they use default values."
+    (learn.microsoft.com/powershell/module/netlbfo/rename-netlbfoteam)."""
+    tagged = model.apply(
+        state("team_up"),
+        [
+            {"action": "add_team_nic", "team": "Storage", "vlan_id": 20, "team_nic": "Storage - VLAN 20"},
+            {"action": "add_team_nic", "team": "Storage", "vlan_id": 30, "team_nic": "Storage-30"},
+        ],
+    )
+    after = model.apply(tagged, [{"action": "rename_team", "team": "Storage", "new_name": "Storage2"}])
+    assert sorted(nic.name for nic in after.team_nics) == ["Storage-30", "Storage2", "Storage2 - VLAN 20"]
+    assert "Storage2" in after.ip_configs and "Storage" not in after.adapters
+
+
+def test_a_renamed_team_gets_its_address_on_the_renamed_team_interface():
+    wanted = TeamDesired.from_args(
+        dict(LBFO, name="Storage2", rename_from="Storage", allow_management_change=True, team_nic_ip={"source": "dhcp"})
+    )
+    changes = plan(wanted, state("team_up")).changes
+    assert [change["interface"] for change in changes if change["action"] == "set_ip_dhcp"] == ["Storage2"]
+
+
 def test_vlan_zero_is_not_a_tag_windows_accepts():
     with pytest.raises(model.ForbiddenByWindows, match="untag with -Default"):
         model.apply(state("team_up"), [{"action": "set_team_nic_vlan", "team_nic": "Storage", "vlan_id": 0}])
