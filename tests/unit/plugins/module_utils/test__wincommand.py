@@ -153,7 +153,15 @@ def test_new_set_switch_never_hard_codes_allow_management_os():
 
 
 # ------------------------------------------------------------------------------------------------ fixtures cite docs
-RECORD_KEYS_WITHOUT_SOURCE = {"changed", "lbfo_available", "hyperv_present", "_sources", "_refused_by_windows", "_note"}
+RECORD_KEYS_WITHOUT_SOURCE = {
+    "changed",
+    "lbfo_available",
+    "hyperv_present",
+    "_sources",
+    "_allowed_by",
+    "_refused_by_windows",
+    "_note",
+}
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json")), ids=lambda path: path.stem)

@@ -66,6 +66,38 @@ def test_each_rule_cites_a_microsoft_page():
         assert rule.says and ("learn.microsoft.com" in rule.page or "github.com/microsoft/" in rule.page), rule.name
 
 
+def test_each_rule_quotes_its_page_or_says_why_it_cannot():
+    for rule in RULES:
+        assert bool(rule.quote) != bool(rule.unquoted), rule.name
+    # A rule without a quoted sentence is our reading, not Microsoft's: the list stays short and named.
+    assert [rule.name for rule in RULES if rule.unquoted] == ["standby_only_in_switch_independent_mode"]
+
+
+ALL_FIXTURES = sorted(FIXTURES.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", ALL_FIXTURES, ids=[path.stem for path in ALL_FIXTURES])
+def test_a_fixture_cites_the_page_and_the_sentence_that_allow_its_state(path):
+    """``_sources`` names the page each record list follows; ``_allowed_by`` the sentences that allow the state the
+    records add up to (a team of two, a switch on a team, a failed member, ...), each quoted from its page."""
+    cited = raw(path).get("_allowed_by")
+    assert isinstance(cited, list) and cited, "no _allowed_by"
+    for entry in cited:
+        assert set(entry) == {"page", "quote", "allows"}, entry
+        assert entry["page"].startswith(("https://learn.microsoft.com/", "https://github.com/microsoft/")), entry
+        assert len(entry["quote"].split()) >= 5 and entry["allows"], entry
+
+
+@pytest.mark.parametrize(
+    "path", [path for path in GATHERS if raw(path).get("_refused_by_windows")], ids=lambda path: path.stem
+)
+def test_a_refused_fixture_cites_the_sentence_of_the_rule_that_refuses_it(path):
+    data = raw(path)
+    quotes = {entry["quote"] for entry in data["_allowed_by"]}
+    for name in data["_refused_by_windows"]:
+        assert next(rule.quote for rule in RULES if rule.name == name) in quotes
+
+
 @pytest.mark.parametrize(
     "path",
     [path for path in GATHERS if raw(path).get("_refused_by_windows")],

@@ -89,6 +89,7 @@ class Rule:
     says: str
     broken_by: Callable[[dict], list[str]]
     quote: str = ""
+    unquoted: str = ""  # why no page sentence is quoted; every rule has one or the other
 
 
 RULES = (
@@ -107,24 +108,29 @@ RULES = (
         "learn.microsoft.com/windows-server/virtualization/hyper-v-virtual-switch/rdma-and-switch-embedded-teaming",
         "SET supports only the switch-independent teaming mode.",
         _set_not_switch_independent,
+        quote="SET supports only Switch Independent mode",
     ),
     Rule(
         "set_balances_by_hyperv_port_or_dynamic",
         "learn.microsoft.com/windows-server/virtualization/hyper-v-virtual-switch/rdma-and-switch-embedded-teaming",
         "SET distributes load with the Hyper-V Port or the Dynamic algorithm only.",
         _set_algorithm,
+        quote="The options for SET team Load Balancing distribution mode are Hyper-V Port and Dynamic.",
     ),
     Rule(
         "set_has_one_to_eight_members",
         "learn.microsoft.com/windows-server/virtualization/hyper-v-virtual-switch/rdma-and-switch-embedded-teaming",
         "SET groups between one and eight physical Ethernet network adapters.",
         _set_member_count,
+        quote="SET supports between one and eight network adapters in a team.",
     ),
     Rule(
         "lbfo_has_one_to_thirty_two_members",
         "learn.microsoft.com/windows-server/networking/technologies/nic-teaming/nic-teaming",
         "NIC Teaming groups between one and 32 physical Ethernet network adapters.",
         _lbfo_member_count,
+        quote="NIC Teaming allows you to group between one and 32 physical Ethernet network adapters into one or more "
+        "software-based virtual network adapters.",
     ),
     Rule(
         "standby_only_in_switch_independent_mode",
@@ -132,6 +138,9 @@ RULES = (
         "A standby adapter is a setting of Switch Independent mode; switch-dependent teams (Static, LACP) use every "
         "member.",
         _standby_outside_switch_independent,
+        unquoted="No sentence found: the NIC Teaming pages describe a Standby adapter (nic-teaming-settings) and "
+        "Set-NetLbfoTeamMember allows at most one, but none states that Static or LACP teams refuse one. The rule "
+        "stays as our reading, to be checked on a host.",
     ),
 )
 
