@@ -74,8 +74,13 @@ CORE_STEPS := $(foreach line,$(CORE_MATRIX),sanity-$(line) units-$(line))
 TEST_WORKERS ?= 2
 PS1_PARSE_CHECK := tests/ps1/check_ps1_parse.py
 MOLECULE_SCENARIOS := default lvs-netns lvs-uml gpu-moe
-# The steps of make test and make check, in order (molecule:NAME is one scenario).
-TEST_STEPS := setup test-folders lint sanity galaxy-check units $(CORE_STEPS) moe-test bench-quick gpu-check ee $(addprefix molecule:,$(MOLECULE_SCENARIOS))
+# The steps of make test and make check, in order (molecule:NAME is one scenario). The bg: steps need only CPU: they
+# run one after another beside the real-kernel scenarios, at the lowest priority, in the time those spend waiting on
+# real time (tools/step_times.py BackgroundChain); make test waits for them before its table.
+BACKGROUND_STEPS := galaxy-check $(CORE_STEPS)
+TEST_STEPS := setup test-folders lint sanity units moe-test bench-quick gpu-check ee \
+	$(addprefix molecule:,$(filter-out lvs-uml gpu-moe,$(MOLECULE_SCENARIOS))) $(addprefix bg:,$(BACKGROUND_STEPS)) \
+	$(addprefix molecule:,$(filter lvs-uml gpu-moe,$(MOLECULE_SCENARIOS)))
 CHECK_STEPS := test-folders lint sanity galaxy-check units moe-test bench-quick
 require = @for p in $(1); do [ -e "$(ROOT)/$$p" ] || { echo "make: $$p is missing; it is listed in the Makefile and \
 	make test must not run without it (update the Makefile if it moved)" >&2; exit 1; }; done

@@ -6,7 +6,9 @@ it), so a slow step is seen in the run that made it slow. Standard library only:
     step_times.py make  TIMES_TSV STEP...        run `make STEP` for each STEP in turn (`molecule:NAME` runs
                                                  `make molecule SCENARIO=NAME`); stop at the first failure; print
                                                  the table either way, then the failed step's summary (what
-                                                 it wrote to $STEP_FAILURE_SUMMARY); exit with its status
+                                                 it wrote to $STEP_FAILURE_SUMMARY); exit with its status.
+                                                 `bg:STEP` steps run as one chain beside the others, started
+                                                 where the first is listed and waited for before the table
     step_times.py phases TIMES_TSV SCENARIO      copy stdin to stdout and record each molecule phase's wall time
     step_times.py table TIMES_TSV                print the table of what TIMES_TSV holds
 """
@@ -17,42 +19,114 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 # molecule 26 announces each action of a scenario's test sequence as "INFO     [<scenario> > <action>] Executing".
-SUMMARY_LINES = 16
+SUMMARY_LINES = 20
+BACKGROUND_NICENESS = 19
+BACKGROUND_LOG_LINES = 40
 PHASE_LINE = re.compile(r"\[(?P<scenario>[\w.-]+) > (?P<phase>[\w-]+)\] Executing$")
+
+
+_APPEND_LOCK = threading.Lock()
 
 
 def _append(times_tsv: Path, kind: str, name: str, seconds: float, status: str) -> None:
     times_tsv.parent.mkdir(parents=True, exist_ok=True)
-    with times_tsv.open("a", encoding="utf-8") as out:
+    with _APPEND_LOCK, times_tsv.open("a", encoding="utf-8") as out:
         out.write(f"{kind}\t{name}\t{seconds:.1f}\t{status}\n")
 
 
+def _make_command(root: Path, step: str) -> list[str]:
+    target, _sep, scenario = step.partition(":")
+    command = ["make", "--no-print-directory", "-C", str(root), target]
+    if scenario:
+        command.append(f"SCENARIO={scenario}")
+    return command
+
+
+class BackgroundChain:
+    """The `bg:` steps, one after another in a thread, at the lowest CPU priority, each logged to a file of its own.
+
+    They are the steps that need only CPU (sanity and units on further ansible-core lines, Galaxy's import checks):
+    started beside the real-kernel scenario, which spends much of its wall time waiting on real time (sessions,
+    reboots, VRRP adverts), they use the cores it leaves idle. The guests run at a raised priority, so the lab's
+    timing does not wait for them. The first failure stops the chain; the run's status is its failure or the
+    foreground's.
+    """
+
+    def __init__(self, root: Path, times_tsv: Path, steps: list[str]) -> None:
+        self.root, self.times_tsv, self.steps = root, times_tsv, steps
+        self.status = 0
+        self.failed_log: Path | None = None
+        self.logs_dir = times_tsv.parent / "logs"
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def log_path(self, step: str) -> Path:
+        return self.logs_dir / f"background-{step.replace(':', '-')}.log"
+
+    def _run(self) -> None:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        for step in self.steps:
+            started = time.monotonic()
+            with self.log_path(step).open("w", encoding="utf-8") as log:
+                self.status = subprocess.call(
+                    ["nice", "-n", str(BACKGROUND_NICENESS), *_make_command(self.root, step)], stdout=log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=dict(os.environ, STEP_TIMES_TSV=os.devnull, STEP_FAILURE_SUMMARY=os.devnull))
+            status = "ok" if self.status == 0 else f"failed ({self.status})"
+            _append(self.times_tsv, "step", step, time.monotonic() - started, f"{status}, in the background")
+            if self.status != 0:
+                self.failed_log = self.log_path(step)
+                return
+
+    def join(self) -> int:
+        if self.thread.ident is None:
+            return 0
+        self.thread.join()
+        for step in self.steps:
+            if self.log_path(step).exists():
+                print(f"== background step {step}: log in {self.log_path(step)}")
+        if self.failed_log is not None:
+            lines = self.failed_log.read_text(encoding="utf-8", errors="replace").splitlines()
+            print(f"== the background step failed; the last {BACKGROUND_LOG_LINES} lines of {self.failed_log}:")
+            print("\n".join(lines[-BACKGROUND_LOG_LINES:]))
+        return self.status
+
+
 def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
-    """Each step through make, timed; the first failure stops the run (as make's own prerequisites would)."""
+    """Each step through make, timed; the first failure stops the run (as make's own prerequisites would).
+
+    The `bg:` steps start together, as one chain (BackgroundChain), when the first of them is reached; the run waits
+    for them before the table.
+    """
     times_tsv.unlink(missing_ok=True)
     summary = failure_summary_path(times_tsv)
     summary.unlink(missing_ok=True)
     root = Path(__file__).resolve().parents[1]
+    run_started = time.monotonic()
+    chain = BackgroundChain(root, times_tsv, [step[3:] for step in steps if step.startswith("bg:")])
     status = 0
     for step in steps:
-        target, _sep, scenario = step.partition(":")
-        command = ["make", "--no-print-directory", "-C", str(root), target]
-        if scenario:
-            command.append(f"SCENARIO={scenario}")
+        if step.startswith("bg:"):
+            if chain.thread.ident is None:
+                chain.thread.start()
+            continue
         started = time.monotonic()
         status = subprocess.call(
-            command, env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv), STEP_FAILURE_SUMMARY=str(summary)))
+            _make_command(root, step),
+            env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv), STEP_FAILURE_SUMMARY=str(summary)))
         _append(times_tsv, "step", step, time.monotonic() - started, "ok" if status == 0 else f"failed ({status})")
         if status != 0:
             break
+    background_status = chain.join()
+    _append(times_tsv, "total", "total", time.monotonic() - run_started, "")
     print_table(times_tsv)
     if status != 0 and summary.exists():
         print_failure_summary(summary)
-    return status
+    return status or background_status
 
 
 def failure_summary_path(times_tsv: Path) -> Path:
@@ -97,10 +171,13 @@ def print_table(times_tsv: Path) -> None:
     for kind, name, seconds, status in rows:
         if kind != "step":
             continue
-        total += float(seconds)
+        if "in the background" not in status:
+            total += float(seconds)
         print(f"{name:<34}{_minutes(float(seconds)):>10}  {status}")
         for phase, phase_seconds in phases.get(name.partition(":")[2], []):
             print(f"    {phase:<30}{_minutes(phase_seconds):>10}")
+    # The run's wall time where it was recorded (background steps overlap the others), else the sum of the steps.
+    total = next((float(seconds) for kind, _name, seconds, _status in rows if kind == "total"), total)
     print(f"{'total':<34}{_minutes(total):>10}")
 
 

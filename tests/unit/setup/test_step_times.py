@@ -57,7 +57,8 @@ def test_a_failed_step_s_summary_follows_the_table_and_a_passing_run_prints_none
     """A CI log cut to its head and tail keeps the table's end: what failed is printed after it."""
     makefile = tmp_path / "Makefile"
     makefile.write_text("ok:\n\t@true\n"
-                        "bad:\n\t@printf 'TASK [Reboot urs1]\\nfatal: [urs1]: FAILED!\\n' > $$STEP_FAILURE_SUMMARY; false\n")
+                        "bad:\n\t@printf 'TASK [Reboot urs1]\\nfatal: [urs1]: FAILED!\\n' > $$STEP_FAILURE_SUMMARY;"
+                        " false\n")
     tool = tmp_path / "tools" / "step_times.py"
     tool.parent.mkdir()
     tool.write_text(TOOL.read_text())
@@ -70,3 +71,22 @@ def test_a_failed_step_s_summary_follows_the_table_and_a_passing_run_prints_none
     passed = subprocess.run([sys.executable, str(tool), "make", str(times), "ok"], capture_output=True, text=True,
                             check=True)
     assert "what failed" not in passed.stdout
+
+
+def test_background_steps_run_beside_the_others_and_the_total_is_the_run_s_wall_time(tmp_path):
+    """`bg:` steps overlap the foreground: the total is the wall time, not the sum; their failure fails the run."""
+    (tmp_path / "Makefile").write_text("slow:\n\t@sleep 1\nfast:\n\t@true\nbad:\n\t@echo broken-in-background; false\n")
+    tool = tmp_path / "tools" / "step_times.py"
+    tool.parent.mkdir()
+    tool.write_text(TOOL.read_text())
+    times = tmp_path / "work" / "times.tsv"
+    passed = subprocess.run([sys.executable, str(tool), "make", str(times), "fast", "bg:slow", "bg:slow", "slow"],
+                            capture_output=True, text=True, check=True).stdout
+    assert len(re.findall(r"^slow +0:0\d\.\d  ok, in the background$", passed, re.M)) == 2
+    total_s = float(re.search(r"^total +0:(\d+\.\d)$", passed, re.M)[1])
+    assert 2.0 <= total_s < 3.0  # the two background seconds run one after another, beside the foreground's one
+    failed = subprocess.run([sys.executable, str(tool), "make", str(times), "bg:bad", "fast"], capture_output=True,
+                            text=True, check=False)
+    assert failed.returncode != 0
+    assert re.search(r"^bad +\S+  failed \(2\), in the background$", failed.stdout, re.M)
+    assert "broken-in-background" in failed.stdout
