@@ -19,6 +19,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._winplan import quoted
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_desired import (
     TeamDesired,
     member_static_ip,
+    rename_change,
     state_after_rename,
 )
 from ansible_collections.hpc.balance.plugins.module_utils._winteam_state import (
@@ -245,9 +246,18 @@ def _check_pcie(desired: TeamDesired, state: HostState) -> list[Finding]:
     return findings
 
 
+def _team_label(desired: TeamDesired, state: HostState) -> str:
+    """The team as the host names it now: 'Storage', or 'Old' (renamed 'Storage' by this run) before a rename."""
+    if rename_change(desired, state) is None:
+        return f"'{desired.name}'"
+    return f"'{desired.rename_from}' (renamed '{desired.name}' by this run)"
+
+
 def _vswitches_on_team(desired: TeamDesired, state: HostState) -> list[VmSwitch]:
-    """Hyper-V switches bound to this team's NIC (or to one of its members)."""
+    """Hyper-V switches bound to this team's NIC, the team found as the host has it: under its name, or under
+    rename_from before the rename runs (a switch binds to the team NIC's description, which a rename keeps)."""
     descriptions = set()
+    state = state_after_rename(desired, state)
     team = state.teams.get(desired.name)
     if team is not None:
         for nic_name in team.team_nics:
@@ -281,10 +291,11 @@ def _check_hyperv(desired: TeamDesired, state: HostState) -> list[Finding]:
     on_team = _vswitches_on_team(desired, state)
     if not (desired.for_vswitch or on_team):
         return []
+    team = _team_label(desired, state)
     if on_team:
-        reason = f"Hyper-V switch {_names([s.name for s in on_team])} sits on team '{desired.name}'"
+        reason = f"Hyper-V switch {_names([s.name for s in on_team])} sits on team {team}"
     else:
-        reason = f"for_vswitch is set: a Hyper-V switch would sit on team '{desired.name}'"
+        reason = f"for_vswitch is set: a Hyper-V switch would sit on team {team}"
     if desired.for_vswitch and not state.hyperv_present:
         reason += " (Hyper-V is not installed yet)"
     offer = (
@@ -316,7 +327,7 @@ def _check_vlan_under_vswitch(desired: TeamDesired, state: HostState) -> list[Fi
     must be done in the Hyper-V Virtual Switch rather than in NIC Teaming." """
     if desired.kind != "lbfo" or not (desired.vlan_id or desired.vlan_team_nics):
         return []
-    on_team = _vswitches_on_team(desired, state_after_rename(desired, state))
+    on_team = _vswitches_on_team(desired, state)
     if not (desired.for_vswitch or on_team):
         return []
     where = f"Hyper-V switch {_names([s.name for s in on_team])}" if on_team else "a Hyper-V switch (for_vswitch)"

@@ -384,6 +384,36 @@ def test_hyperv_switch_on_the_team_refuses_lbfo_and_offers_set():
     assert result.changes == []
 
 
+def test_a_hyperv_switch_on_a_team_about_to_be_renamed_refuses_lbfo():
+    """The switch sits on the team under the name the host has now (rename_from), not the one the task asks for."""
+    result = plan(desired(name="Storage2", rename_from="Storage"), state("hyperv_vswitch_on_team"))
+    refused = [f for f in result.findings if f.severity == "refuse"]
+    assert [f.code for f in refused] == ["lbfo_under_vswitch"]
+    message = refused[0].message
+    assert "Hyper-V switch 'vSwitch-Storage' sits on team 'Storage' (renamed 'Storage2' by this run)" in message
+    assert result.changes == []
+
+
+def test_a_hyperv_switch_on_a_renamed_team_refuses_lbfo_on_the_next_run():
+    wanted = desired(name="Storage2", rename_from="Storage")
+    renamed = model.apply(state("hyperv_vswitch_on_team"), [rename_change_for(wanted)])
+    result = plan(wanted, renamed)
+    assert codes(result.findings, "refuse") == ["lbfo_under_vswitch"]
+    assert "Hyper-V switch 'vSwitch-Storage' sits on team 'Storage2'." in next(
+        f.message for f in result.findings if f.code == "lbfo_under_vswitch"
+    )
+
+
+def test_a_hyperv_switch_on_a_team_about_to_be_renamed_warns_on_windows_server_2019():
+    result = plan(desired(name="Storage2", rename_from="Storage"), state("hyperv_vswitch_on_team_2019"))
+    assert codes(result.findings, "refuse") == []
+    assert codes(result.findings, "warn") == ["lbfo_under_vswitch_deprecated"]
+
+
+def rename_change_for(wanted):
+    return {"action": "rename_team", "team": wanted.rename_from, "new_name": wanted.name}
+
+
 def test_a_team_meant_for_a_vswitch_is_refused_before_it_exists():
     result = plan(desired(for_vswitch=True), state("hyperv_no_switch"))
     assert codes(result.findings, "refuse") == ["lbfo_under_vswitch"]
