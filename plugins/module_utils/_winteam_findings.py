@@ -2,9 +2,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Preflight findings for a NIC team: what must be looked at before any change; a 'refuse' finding stops the run.
 
-Members exist and are free, are alike (speed, vendor, model, driver; force turns a mix into warnings), no vendor
-teaming tool, the Hyper-V rules (SET needs Hyper-V; LBFO under a switch is refused from Windows Server 2022), PCIe
-links, a standby member, host vNICs, the team NIC address to move, and RDMA cards that LBFO would cut off SMB Direct.
+Members exist and are free, are alike (speed, vendor, model, driver; force turns a mix into warnings), carry one
+jumbo packet size (refused even with force), no vendor teaming tool, the Hyper-V rules (SET needs Hyper-V; LBFO under a
+switch is refused from Windows Server 2022), PCIe links, a standby member, host vNICs, the team NIC address to move,
+and RDMA cards that LBFO would cut off SMB Direct.
 """
 
 from __future__ import annotations
@@ -153,6 +154,29 @@ def _check_uniform(desired: TeamDesired, state: HostState) -> list[Finding]:
             )
             break  # one model/driver finding is enough: a different vendor is also a different model and driver
     return findings
+
+
+def _check_jumbo_packets(desired: TeamDesired, state: HostState) -> list[Finding]:
+    """One jumbo packet size on every member, refused even with force: a frame larger than one member's size is
+    dropped on that member alone, so a flow fails only while the team sends it there. A member whose size is unknown
+    (the driver has no *JumboPacket keyword, or an older gather) is not compared."""
+    present = [state.adapters[member] for member in desired.members if member in state.adapters]
+    if len({a.jumbo_packet_bytes for a in present if a.jumbo_packet_bytes is not None}) < 2:
+        return []
+    sizes = ", ".join(
+        f"'{a.name}' {a.jumbo_packet_bytes} bytes" if a.jumbo_packet_bytes is not None else f"'{a.name}' unknown"
+        for a in present
+    )
+    return [
+        Finding(
+            REFUSE,
+            "member_mtu_mismatch",
+            f"members carry different jumbo packet sizes (*JumboPacket: {sizes}): a frame larger than one member's "
+            "size is dropped on that member only, whenever the team sends a flow there. Set one size on every member "
+            "(Set-NetAdapterAdvancedProperty -Name <member> -RegistryKeyword '*JumboPacket' -RegistryValue <bytes>) "
+            "and the same on their switch ports, then run again",
+        )
+    ]
 
 
 def _check_vendor_tools(state: HostState) -> list[Finding]:
@@ -437,6 +461,7 @@ def preflight(desired: TeamDesired, state: HostState) -> list[Finding]:
     findings += _check_hyperv(desired, state)
     findings += _check_vlan_under_vswitch(desired, state)
     findings += _check_uniform(desired, state)
+    findings += _check_jumbo_packets(desired, state)
     findings += _check_pcie(desired, state)
     findings += _check_lacp_timer(desired, state)
     findings += _check_standby(desired)

@@ -3,7 +3,8 @@
 """NIC-team state for Windows hosts: what win_nic_team_gather reports, typed and normalised (no decisions here).
 
 ``_winteam`` plans on this state; ``win_nic_team_gather`` only reports what the NetLbfo, NetAdapter, NetTCPIP,
-DnsClient and Hyper-V cmdlets say, one list of records per cmdlet.
+DnsClient and Hyper-V cmdlets say, one list of records per cmdlet (Get-NetAdapterAdvancedProperty for the one
+keyword *JumboPacket).
 
 Shapes accepted for each gathered record (the selected properties, serialised by Ansible.Basic):
 
@@ -212,6 +213,9 @@ class Adapter:
     virtual: bool
     hidden: bool
     interface_index: int | None = None
+    # *JumboPacket (Get-NetAdapterAdvancedProperty): largest frame in bytes, Ethernet header included, 1514 when
+    # jumbo frames are off. None: not gathered, or the driver has no such keyword.
+    jumbo_packet_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -452,8 +456,29 @@ def _team_nics(raw: dict) -> tuple:
     return tuple(nics)
 
 
+def _jumbo_packet_bytes(raw: dict) -> dict:
+    """Adapter name -> *JumboPacket size in bytes, from the jumbo_packets records (Get-NetAdapterAdvancedProperty
+    -RegistryKeyword '*JumboPacket'). RegistryValue is a string array (MSFT_NetAdapterAdvancedPropertySettingData);
+    the keyword is an integer (learn.microsoft.com/windows-hardware/drivers/network/keywords-that-can-be-edited)."""
+    sizes = {}
+    for record in _as_list(raw.get("jumbo_packets")):
+        values = _as_list(record.get("RegistryValue"))
+        text = str(values[0]).strip() if values else ""
+        if not text:
+            continue
+        if not text.isdigit():
+            raise ValueError(
+                "adapter {!r} *JumboPacket RegistryValue is {!r}: expected a size in bytes".format(
+                    record.get("Name"), record.get("RegistryValue")
+                )
+            )
+        sizes[record["Name"]] = int(text)
+    return sizes
+
+
 def _adapters(raw: dict) -> dict:
     adapters = {}
+    jumbo_packet_bytes = _jumbo_packet_bytes(raw)
     for record in _as_list(raw.get("adapters")):
         name = record["Name"]
         media = record.get("MediaConnectState")
@@ -472,6 +497,7 @@ def _adapters(raw: dict) -> dict:
             virtual=bool(record.get("Virtual")),
             hidden=bool(record.get("Hidden")),
             interface_index=int_or_none(record.get("InterfaceIndex")),
+            jumbo_packet_bytes=jumbo_packet_bytes.get(name),
         )
     return adapters
 

@@ -12,9 +12,10 @@ description:
   - Creates, converges or removes a Windows NIC team (NetLbfo, Windows Server 2012 and later), or a Hyper-V switch
     with Switch Embedded Teaming (SET).
   - Before any change it checks the host and refuses to proceed when the members do not exist, belong elsewhere,
-    mix link speeds or card models and drivers (unless O(force)), when a vendor teaming tool (Intel ANS, Broadcom
-    BASP, QLogic QLASP, HPE NCU) is installed, or when a Hyper-V switch sits (or would sit, O(for_vswitch)) on an
-    LBFO team, in which case it offers SET instead. It reports the PCIe link of every member and warns when a card
+    mix link speeds or card models and drivers (unless O(force)), carry different jumbo packet sizes
+    (C(*JumboPacket), finding C(member_mtu_mismatch)), when a vendor teaming tool (Intel ANS, Broadcom BASP, QLogic
+    QLASP, HPE NCU) is installed, or when a Hyper-V switch sits (or would sit, O(for_vswitch)) on an LBFO team, in
+    which case it offers SET instead. It reports the PCIe link of every member and warns when a card
     cannot carry its ports' nominal rate.
   - Converges by the smallest change (add or remove members, C(Set-NetLbfoTeam) for mode and algorithm) rather than
     re-creating the team, then waits, bounded by O(wait_timeout_s), until the team is C(Up) and every non-standby
@@ -178,7 +179,7 @@ options:
   force:
     description:
       - Team members with different link speeds, vendors, models or driver versions anyway (reported as warnings).
-      - Never overrides the vendor-teaming-tool or Hyper-V refusals.
+      - Never overrides the vendor-teaming-tool, jumbo-packet-size or Hyper-V refusals.
     type: bool
     default: false
   for_vswitch:

@@ -58,6 +58,11 @@ $module.Result.hardware_info = Get-Record -Command 'Get-NetAdapterHardwareInfo' 
 $module.Result.rdma = Get-Record -Command 'Get-NetAdapterRdma' -Property @('Name', 'InterfaceDescription', 'Enabled') -Parameters @{
     ErrorAction = 'SilentlyContinue'
 }
+# The jumbo packet size (standardized keyword *JumboPacket, frame bytes with the Ethernet header; 1514 is off):
+# team members must carry one size. A driver without the keyword gives no record, and the size stays unknown.
+$module.Result.jumbo_packets = Get-Record -Command 'Get-NetAdapterAdvancedProperty' -Property @(
+    'Name', 'InterfaceDescription', 'RegistryKeyword', 'RegistryValue', 'DisplayValue'
+) -Parameters @{ RegistryKeyword = '*JumboPacket'; ErrorAction = 'SilentlyContinue' }
 
 # The IP configuration and the connections on the port Ansible uses (IPv4 and IPv6): what the controller
 # reaches this host by.

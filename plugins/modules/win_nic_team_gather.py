@@ -16,6 +16,8 @@ description:
     (C(Get-NetTCPConnection)), RDMA state
     (C(Get-NetAdapterRdma)) and the host vNICs of Hyper-V switches, so that the controller can tell which change
     would cut it off.
+  - Reports each adapter's jumbo packet size (C(Get-NetAdapterAdvancedProperty -RegistryKeyword '*JumboPacket')), so
+    that members with different sizes are refused before they are teamed.
   - A system driver without a path is skipped rather than failing the gather.
   - It decides nothing and changes nothing. M(hpc.balance.win_nic_team) runs it and makes the decisions.
 author:
@@ -115,6 +117,15 @@ winrm_connections:
   type: list
   elements: dict
   sample: [{"LocalAddress": "10.0.0.21", "LocalPort": 5985, "RemoteAddress": "10.0.0.5", "State": 5}]
+jumbo_packets:
+  description: C(Get-NetAdapterAdvancedProperty -RegistryKeyword '*JumboPacket') records, one per adapter whose driver
+    has the keyword. C(RegistryValue) is the largest frame in bytes, Ethernet header included (1514 is jumbo frames
+    off).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"Name": "NIC1", "InterfaceDescription": "Intel(R) Ethernet Converged Network Adapter X710",
+            "RegistryKeyword": "*JumboPacket", "RegistryValue": ["9014"], "DisplayValue": "9014 Bytes"}]
 rdma:
   description: C(Get-NetAdapterRdma) records.
   returned: always

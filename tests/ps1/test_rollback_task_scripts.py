@@ -146,6 +146,27 @@ def test_the_gather_reads_ipv6_addresses_and_the_connections_on_the_given_ports(
     assert "LocalPort = @(5985, 5986)" not in GATHER
 
 
+def test_the_gather_reads_the_jumbo_packet_size_of_every_adapter():
+    """Get-NetAdapterAdvancedProperty -RegistryKeyword (learn.microsoft.com/powershell/module/netadapter/
+    get-netadapteradvancedproperty): "Individual advanced properties can also be selected either by DisplayName or
+    RegistryKeyword parameters"; "The standardized keywords have a RegistryKeyword name that begins with an
+    asterisk". *JumboPacket is "The size, in bytes, of the largest supported Jumbo Packet (an Ethernet frame that is
+    greater than 1514 bytes) that the hardware can support" (learn.microsoft.com/windows-hardware/drivers/network/
+    keywords-that-can-be-edited). Its value is RegistryValue; a driver without the keyword gives no record."""
+    reads = [
+        arguments
+        for name, arguments in called(GATHER)
+        if name == "Get-Record" and arguments.get("-command", (None,))[0] == "Get-NetAdapterAdvancedProperty"
+    ]
+    assert len(reads) == 1
+    assert "RegistryKeyword = '*JumboPacket'" in reads[0]["-parameters"][0]
+    assert "ErrorAction = 'SilentlyContinue'" in reads[0]["-parameters"][0]
+    assert {"'Name'", "'RegistryKeyword'", "'RegistryValue'"} <= {
+        word.strip() for word in reads[0]["-property"][0].strip("@()").split(",")
+    }
+    assert "$module.Result.jumbo_packets = Get-Record -Command 'Get-NetAdapterAdvancedProperty'" in GATHER
+
+
 # ---------------------------------------------------------------------------------------------------- restoring
 def restore_script() -> str:
     return render_rollback_script(

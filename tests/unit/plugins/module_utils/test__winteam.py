@@ -363,6 +363,89 @@ def test_different_driver_versions_are_refused():
     assert "'NIC1' 1.12.101.0, 'NIC3' 1.9.0.0" in next(f.message for f in result if f.code == "mixed_drivers")
 
 
+# Jumbo packet size. Get-NetAdapterAdvancedProperty (learn.microsoft.com/powershell/module/netadapter/
+# get-netadapteradvancedproperty) reads an adapter's advanced property by -RegistryKeyword: "The standardized keywords
+# have a RegistryKeyword name that begins with an asterisk". *JumboPacket is one of them (Keywords That Can Be Edited,
+# learn.microsoft.com/windows-hardware/drivers/network/keywords-that-can-be-edited): "The size, in bytes, of the
+# largest supported Jumbo Packet (an Ethernet frame that is greater than 1514 bytes) that the hardware can support",
+# default 1514. RegistryValue is a string array (MSFT_NetAdapterAdvancedPropertySettingData).
+def jumbo_packets(data, sizes):
+    """The gather's jumbo_packets records for {adapter name: RegistryValue}."""
+    by_name = {adapter["Name"]: adapter for adapter in data["adapters"]}
+    data["jumbo_packets"] = [
+        {
+            "Name": name,
+            "InterfaceDescription": by_name[name]["InterfaceDescription"],
+            "RegistryKeyword": "*JumboPacket",
+            "RegistryValue": value,
+        }
+        for name, value in sizes.items()
+    ]
+    return data
+
+
+@pytest.mark.parametrize("value", [["9014"], "9014", 9014], ids=["list", "string", "number"])
+def test_the_jumbo_packet_size_is_read_from_registry_value_as_list_or_scalar(value):
+    adapters = parse_host_state(jumbo_packets(raw("no_team"), {"NIC1": value})).adapters
+    assert adapters["NIC1"].jumbo_packet_bytes == 9014
+
+
+def test_a_gather_without_jumbo_packet_records_leaves_the_size_unknown():
+    assert {adapter.jumbo_packet_bytes for adapter in state("no_team").adapters.values()} == {None}
+
+
+def test_the_recorded_jumbo_packet_sizes_are_read_per_adapter():
+    adapters = state("team_up").adapters
+    assert {name: adapter.jumbo_packet_bytes for name, adapter in adapters.items()} == {
+        "NIC1": 9014,
+        "NIC2": 9014,
+        "NIC3": 9014,
+        "NIC4": 9014,
+        "MGMT": None,  # no record: unknown
+        "Storage": None,
+    }
+
+
+def test_a_jumbo_packet_size_that_is_not_a_number_names_the_adapter():
+    with pytest.raises(ValueError, match=r"adapter 'NIC1' \*JumboPacket RegistryValue is \['9K'\]: expected a size"):
+        parse_host_state(jumbo_packets(raw("no_team"), {"NIC1": ["9K"]}))
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_members_with_different_jumbo_packet_sizes_are_refused_naming_each_member_and_size(force):
+    """A frame larger than one member's setting is dropped on that member only, whichever flows the team puts there:
+    members carry one size, even with force."""
+    data = jumbo_packets(raw("no_team"), {"NIC1": ["9014"], "NIC2": ["1514"]})
+    result = plan(desired(force=force), parse_host_state(data))
+    assert codes(result.findings, "refuse") == ["member_mtu_mismatch"]
+    message = next(f.message for f in result.findings if f.code == "member_mtu_mismatch")
+    assert "'NIC1' 9014 bytes, 'NIC2' 1514 bytes" in message
+    assert "Set-NetAdapterAdvancedProperty -Name <member> -RegistryKeyword '*JumboPacket'" in message
+    assert result.changes == []
+
+
+def test_set_members_with_different_jumbo_packet_sizes_are_refused():
+    data = jumbo_packets(raw("hyperv_no_switch"), {"NIC3": ["9014"], "NIC4": ["4088"]})
+    wanted = desired(kind="set", name="vSwitch-Storage", members=["NIC3", "NIC4"])
+    result = plan(wanted, parse_host_state(data))
+    assert codes(result.findings, "refuse") == ["member_mtu_mismatch"]
+    assert result.changes == []
+
+
+def test_members_with_one_jumbo_packet_size_are_teamed():
+    data = jumbo_packets(raw("no_team"), {"NIC1": ["9014"], "NIC2": ["9014"], "MGMT": ["1514"]})
+    result = plan(desired(), parse_host_state(data))
+    assert codes(result.findings, "refuse") == []
+    assert "new_team" in [change["action"] for change in result.changes]
+
+
+def test_a_member_whose_size_is_unknown_is_not_refused():
+    """A driver without the keyword, or a gather from before it was read, gives no size: nothing to compare."""
+    data = jumbo_packets(raw("no_team"), {"NIC1": ["9014"]})
+    result = plan(desired(), parse_host_state(data))
+    assert "member_mtu_mismatch" not in codes(result.findings, "refuse")
+
+
 @pytest.mark.parametrize("force", [False, True])
 def test_vendor_teaming_tool_is_refused_even_with_force(force):
     result = plan(desired(force=force), state("vendor_intel_ans"))
