@@ -72,13 +72,21 @@ def test_restarts_roll_over_the_directors_backups_first_the_master_last():  # 5
     assert [h for h in handlers if "restarted" in str(h) or "stopped" in str(h)] == []
     steps = tasks("lvs_director", "tasks/restart_one.yml")
     assert all(step["delegate_to"] == "{{ lvs_director_restart_host }}" for step in steps)
-    assert steps[-1]["name"] == "Wait until keepalived runs again here and, on the intended master, holds its VIPs"
+    names = [step["name"] for step in steps]
+    # The holder of VIPs hands them over before anything stops; the next director goes only once this one is BACKUP
+    # or MASTER (issue 28, defect 10).
+    assert names[0] == ("Hand this director's VIPs to a backup first, when it holds any "
+                        "(priorities lowered through a reload)")
+    assert names[-2:] == [
+        "Wait until keepalived runs again here and, on the intended master, holds its VIPs",
+        "Wait until every VRRP instance here is BACKUP or MASTER, never FAULT, before the next director goes"]
     order = load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_restart_order"]
     assert "sort(attribute='lvs_director_restart_rank')" in order
     note = by_name(tasks("lvs_director", "tasks/config.yml"),
                    "Note whether this director's keepalived must restart, and its place in the rolling restart")
     assert note["ansible.builtin.set_fact"]["lvs_director_restart_rank"].split() == [
-        "{{", "(1000", "if", "lvs_director_master_vips", "|", "length", ">", "0", "else", "0)", "+",
+        "{{", "(2000", "if", "lvs_director_vips_held_at_start", "|", "length", ">", "0", "else", "0)", "+",
+        "(1000", "if", "lvs_director_master_vips", "|", "length", ">", "0", "else", "0)", "+",
         "(lvs_director_resolved.vrrp_instances", "|", "map(attribute='priority')", "|", "max", "|", "default(0))",
         "}}"]
 
