@@ -1,8 +1,9 @@
 # Copyright: hpc.balance contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-# What the hpc.balance Windows modules share: records from cmdlet output, the change loop of the apply modules,
-# and the steps that are functions rather than one cmdlet (wait for an adapter, arm and disarm the rollback task).
+# What the hpc.balance Windows modules share: records from cmdlet output, the argument spec and the change loop of
+# the apply modules, and the steps that are functions rather than one cmdlet (wait for an adapter, arm and disarm the
+# rollback task).
 # Loaded with: #AnsibleRequires -PowerShell ansible_collections.hpc.balance.plugins.module_utils.HpcWin
 
 Function ConvertTo-Record {
@@ -43,6 +44,38 @@ Function Get-Record {
         return , @()
     }
     , @(& $Command @Parameters | ForEach-Object { ConvertTo-Record -InputObject $_ -Property $Property })
+}
+
+Function Get-HpcChangeListSpec {
+    # The Ansible.Basic argument spec of an apply module: an ordered list of changes, each with the commands that
+    # make it; a command must be one of $Command, the cmdlets (and collection functions) that module may run.
+    param(
+        [Parameter(Mandatory = $true)] [string[]] $Command
+    )
+
+    $spec = @{
+        options = @{
+            changes = @{
+                type = 'list'
+                elements = 'dict'
+                required = $true
+                options = @{
+                    action = @{ type = 'str'; required = $true }
+                    commands = @{
+                        type = 'list'
+                        elements = 'dict'
+                        required = $true
+                        options = @{
+                            command = @{ type = 'str'; required = $true; choices = @($Command) }
+                            parameters = @{ type = 'dict'; default = @{} }
+                        }
+                    }
+                }
+            }
+        }
+        supports_check_mode = $true
+    }
+    $spec
 }
 
 Function Invoke-ChangeList {
@@ -278,7 +311,7 @@ Function Unregister-HpcRollback {
 
 $exportMembers = @{
     Function = @(
-        'ConvertTo-Record', 'Test-Command', 'Get-Record', 'Invoke-ChangeList', 'Wait-HpcNetAdapter',
+        'ConvertTo-Record', 'Test-Command', 'Get-Record', 'Get-HpcChangeListSpec', 'Invoke-ChangeList', 'Wait-HpcNetAdapter',
         'Clear-HpcIPv4Address', 'Rename-HpcPrimaryTeamNic', 'Remove-HpcVMSwitch', 'Initialize-HpcRollbackFolder', 'Register-HpcRollback',
         'Unregister-HpcRollback'
     )

@@ -5,67 +5,44 @@
 
 # Runs a given, ordered list of NIC-team changes: each change carries the cmdlets and parameters that make it,
 # rendered and checked on the controller by hpc.balance.win_nic_team (module_utils _wincommand). Only the cmdlets listed in
-# the spec run. In check mode it reports the commands it would run and runs none.
+# $commands run. In check mode it reports the commands it would run and runs none.
 
 #AnsibleRequires -CSharpUtil Ansible.Basic
 #AnsibleRequires -PowerShell ansible_collections.hpc.balance.plugins.module_utils.HpcWin
 
-$spec = @{
-    options = @{
-        changes = @{
-            type = 'list'
-            elements = 'dict'
-            required = $true
-            options = @{
-                action = @{ type = 'str'; required = $true }
-                commands = @{
-                    type = 'list'
-                    elements = 'dict'
-                    required = $true
-                    options = @{
-                        command = @{
-                            type = 'str'
-                            required = $true
-                            choices = @(
-                                'Add-NetLbfoTeamMember',
-                                'Add-NetLbfoTeamNic',
-                                'Add-VMNetworkAdapter',
-                                'Clear-HpcIPv4Address',
-                                'Disable-NetAdapterRdma',
-                                'Enable-NetAdapterRdma',
-                                'New-NetIPAddress',
-                                'New-NetLbfoTeam',
-                                'New-VMSwitch',
-                                'Register-HpcRollback',
-                                'Remove-NetLbfoTeam',
-                                'Remove-NetLbfoTeamMember',
-                                'Remove-NetLbfoTeamNic',
-                                'Remove-HpcVMSwitch',
-                                'Rename-HpcPrimaryTeamNic',
-                                'Rename-NetAdapter',
-                                'Rename-NetLbfoTeam',
-                                'Set-DnsClient',
-                                'Set-DnsClientServerAddress',
-                                'Set-NetIPAddress',
-                                'Set-NetIPInterface',
-                                'Set-NetLbfoTeam',
-                                'Set-NetLbfoTeamMember',
-                                'Set-NetLbfoTeamNic',
-                                'Set-VMNetworkAdapterVlan',
-                                'Set-VMSwitch',
-                                'Set-VMSwitchTeam',
-                                'Unregister-HpcRollback',
-                                'Wait-HpcNetAdapter'
-                            )
-                        }
-                        parameters = @{ type = 'dict'; default = @{} }
-                    }
-                }
-            }
-        }
-    }
-    supports_check_mode = $true
-}
+# The cmdlets (and collection functions) this module may run: the choices of changes[].commands[].command.
+$commands = @(
+    'Add-NetLbfoTeamMember',
+    'Add-NetLbfoTeamNic',
+    'Add-VMNetworkAdapter',
+    'Clear-HpcIPv4Address',
+    'Disable-NetAdapterRdma',
+    'Enable-NetAdapterRdma',
+    'New-NetIPAddress',
+    'New-NetLbfoTeam',
+    'New-VMSwitch',
+    'Register-HpcRollback',
+    'Remove-NetLbfoTeam',
+    'Remove-NetLbfoTeamMember',
+    'Remove-NetLbfoTeamNic',
+    'Remove-HpcVMSwitch',
+    'Rename-HpcPrimaryTeamNic',
+    'Rename-NetAdapter',
+    'Rename-NetLbfoTeam',
+    'Set-DnsClient',
+    'Set-DnsClientServerAddress',
+    'Set-NetIPAddress',
+    'Set-NetIPInterface',
+    'Set-NetLbfoTeam',
+    'Set-NetLbfoTeamMember',
+    'Set-NetLbfoTeamNic',
+    'Set-VMNetworkAdapterVlan',
+    'Set-VMSwitch',
+    'Set-VMSwitchTeam',
+    'Unregister-HpcRollback',
+    'Wait-HpcNetAdapter'
+)
+$spec = Get-HpcChangeListSpec -Command $commands
 $module = [Ansible.Basic.AnsibleModule]::Create($args, $spec)
 
 # Every command that changes state arrives with -Confirm:$false and -ErrorAction Stop (hpc.balance _wincommand):

@@ -5,43 +5,20 @@
 
 # Runs a given, ordered list of SMB Multichannel changes: each change carries the cmdlets and parameters that make it,
 # rendered and checked on the controller by hpc.balance.win_smb_multichannel (module_utils _wincommand). Only the cmdlets listed in
-# the spec run. In check mode it reports the commands it would run and runs none.
+# $commands run. In check mode it reports the commands it would run and runs none.
 
 #AnsibleRequires -CSharpUtil Ansible.Basic
 #AnsibleRequires -PowerShell ansible_collections.hpc.balance.plugins.module_utils.HpcWin
 
-$spec = @{
-    options = @{
-        changes = @{
-            type = 'list'
-            elements = 'dict'
-            required = $true
-            options = @{
-                action = @{ type = 'str'; required = $true }
-                commands = @{
-                    type = 'list'
-                    elements = 'dict'
-                    required = $true
-                    options = @{
-                        command = @{
-                            type = 'str'
-                            required = $true
-                            choices = @(
-                                'New-SmbMultichannelConstraint',
-                                'Remove-SmbMultichannelConstraint',
-                                'Set-SmbClientConfiguration',
-                                'Set-SmbServerConfiguration',
-                                'Update-SmbMultichannelConnection'
-                            )
-                        }
-                        parameters = @{ type = 'dict'; default = @{} }
-                    }
-                }
-            }
-        }
-    }
-    supports_check_mode = $true
-}
+# The cmdlets (and collection functions) this module may run: the choices of changes[].commands[].command.
+$commands = @(
+    'New-SmbMultichannelConstraint',
+    'Remove-SmbMultichannelConstraint',
+    'Set-SmbClientConfiguration',
+    'Set-SmbServerConfiguration',
+    'Update-SmbMultichannelConnection'
+)
+$spec = Get-HpcChangeListSpec -Command $commands
 $module = [Ansible.Basic.AnsibleModule]::Create($args, $spec)
 
 # Every command that changes state arrives with -Confirm:$false and -ErrorAction Stop (hpc.balance _wincommand):

@@ -8,57 +8,17 @@ module: win_smb_multichannel_apply
 short_description: Run a given, ordered list of SMB Multichannel changes on a Windows host
 version_added: "0.1.0"
 description:
-  - Runs, in order, the cmdlets that make each change, with the parameters given, and stops at the first failure,
-    reporting the change that failed and the commands already run.
-  - The changes and their commands are computed and rendered on the controller by
-    M(hpc.balance.win_smb_multichannel)
-    (module_utils C(_wincommand), where each change's cmdlet and parameters are unit-tested); use that module
-    rather than this one.
-    Only the cmdlets listed in O(changes[].commands[].command) can run.
+  - Runs, in order, the SmbShare cmdlets that make each SMB Multichannel change, with the parameters given, and
+    stops at the first failure, reporting the change that failed and the commands already run.
+  - The only commands it runs (O(changes[].commands[].command)) are C(New-SmbMultichannelConstraint),
+    C(Remove-SmbMultichannelConstraint), C(Set-SmbClientConfiguration), C(Set-SmbServerConfiguration),
+    C(Update-SmbMultichannelConnection).
 author:
   - hpc.balance maintainers (@hpc-balance)
-options:
-  changes:
-    description:
-      - The changes to run, in order.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      action:
-        description: The planned change this step makes (for the record), e.g. C(set_team).
-        type: str
-        required: true
-      commands:
-        description: The commands that make the change, run in order.
-        type: list
-        elements: dict
-        required: true
-        suboptions:
-          command:
-            description: Cmdlet (or collection function) to run.
-            type: str
-            required: true
-            choices:
-              - New-SmbMultichannelConstraint
-              - Remove-SmbMultichannelConstraint
-              - Set-SmbClientConfiguration
-              - Set-SmbServerConfiguration
-              - Update-SmbMultichannelConnection
-          parameters:
-            description: Its parameters, splatted (a switch is C(true)).
-            type: dict
-            default: {}
 extends_documentation_fragment:
   - hpc.balance.windows.apply
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    description: M(hpc.balance.win_smb_multichannel) returns the diff.
   platform:
-    platforms: windows
-    support: full
     description: Windows Server 2012 and later (SMB 3).
 seealso:
   - module: hpc.balance.win_smb_multichannel
@@ -85,6 +45,6 @@ applied:
   returned: always
   type: list
   elements: dict
-  sample: [{"action": "add_member", "command": "Add-NetLbfoTeamMember",
-            "parameters": {"Name": "NIC3", "Team": "Storage", "AdministrativeMode": "Active"}}]
+  sample: [{"action": "set_client_multichannel", "command": "Set-SmbClientConfiguration",
+            "parameters": {"EnableMultiChannel": true, "Force": true, "Confirm": false, "ErrorAction": "Stop"}}]
 """

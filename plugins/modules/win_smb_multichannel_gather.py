@@ -35,12 +35,7 @@ extends_documentation_fragment:
   - hpc.balance.windows.gather
 attributes:
   check_mode:
-    support: full
     description: Read-only (opening a share only sets up an SMB session); runs the same in check mode.
-  platform:
-    platforms: windows
-    support: full
-    description: Windows Server 2012 and later.
 seealso:
   - module: hpc.balance.win_smb_multichannel
 """

@@ -62,7 +62,8 @@ EXAMPLES = {
 
 
 def spec_choices(module):
-    spec = module_spec((ROOT / "plugins" / "modules" / f"{module}.ps1").read_bytes())
+    library = (ROOT / "plugins" / "module_utils" / "HpcWin.psm1").read_bytes()
+    spec = module_spec((ROOT / "plugins" / "modules" / f"{module}.ps1").read_bytes(), library=library)
     return spec["options"]["changes"]["options"]["commands"]["options"]["command"]["choices"]
 
 
@@ -98,6 +99,7 @@ def test_apply_modules_load_the_shared_powershell_module_utils():
         assert "#AnsibleRequires -PowerShell ansible_collections.hpc.balance.plugins.module_utils.HpcWin" in text
         assert "Function ConvertTo-Record" not in text  # defined once, in the module_utils
     functions = (
+        "Get-HpcChangeListSpec",
         "Invoke-ChangeList",
         "Wait-HpcNetAdapter",
         "Clear-HpcIPv4Address",
