@@ -23,10 +23,10 @@ import threading
 import time
 from pathlib import Path
 
-# molecule 26 announces each action of a scenario's test sequence as "INFO     [<scenario> > <action>] Executing".
 SUMMARY_LINES = 20
 BACKGROUND_NICENESS = 19
 BACKGROUND_LOG_LINES = 40
+# molecule 26 announces each action of a scenario's test sequence as "INFO     [<scenario> > <action>] Executing".
 PHASE_LINE = re.compile(r"\[(?P<scenario>[\w.-]+) > (?P<phase>[\w-]+)\] Executing$")
 
 
