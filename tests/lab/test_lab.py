@@ -83,6 +83,13 @@ def test_kernel_arguments_give_static_lab_addresses_of_both_families_and_no_ipv6
     assert "root=/dev/ubda" in arguments
 
 
+def test_the_root_disk_is_copy_on_write_without_a_host_lock_and_the_seed_read_only(tmp_path):
+    # A reboot exec()s UML again while the old disk helper may still hold the old lock on root.cow: with a lock the
+    # new boot can panic on "already locked". ubd_kern.c: 'c' turns file locking off, 'r' mounts read-only.
+    arguments = uml_boot.disk_arguments(tmp_path / "root.cow", tmp_path / "rootfs.img", tmp_path / "seed.img")
+    assert arguments == [f"ubd0c={tmp_path}/root.cow,{tmp_path}/rootfs.img", f"ubd1r={tmp_path}/seed.img"]
+
+
 def test_every_lab_address_has_an_ipv6_twin_in_the_lab_prefix_with_the_same_last_digits():
     prefix = ipaddress.IPv6Network(topology.SUBNET6)
     # RFC 4193: a unique-local prefix is fd00::/8 with a 40-bit global ID, and the lab uses one /64 of it.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+from pathlib import Path
 
 from .topology import GUEST_INTERFACE, PREFIX_LENGTH, PREFIX_LENGTH6, SWITCH_ADDRESS, LabHost, address6, bridge_port
 
@@ -26,6 +27,17 @@ def mac_address(guest: LabHost) -> str:
 def machine_id(prefix: str, guest: LabHost) -> str:
     """A stable systemd machine id per lab and guest (32 hex digits), so journal and D-Bus see one machine."""
     return hashlib.sha256(f"hpc.balance lab {prefix} {guest.name}".encode()).hexdigest()[:32]
+
+
+def disk_arguments(cow: Path, image: Path, seed: Path) -> list[str]:
+    """The guest's disks: its root as a copy-on-write file over the shared image, and its seed read-only.
+
+    The root disk takes the 'c' flag: no host file lock on the copy-on-write file (ubd_kern.c's help: "file locking
+    will be turned off"). UML reboots by exec()ing itself, and its disk I/O helper, which shares the old file table,
+    can outlive the exec for a moment and with it the old lock: under load the new boot found root.cow "already
+    locked by" its own pid and panicked ("VFS: Unable to mount root fs"). Each file has one guest, so no lock is lost.
+    """
+    return [f"ubd0c={cow},{image}", f"ubd1r={seed}"]
 
 
 def kernel_arguments(prefix: str, guest: LabHost) -> list[str]:

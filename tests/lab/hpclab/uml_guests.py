@@ -23,7 +23,7 @@ from . import netns_state, ssh_probe, uml_image, uml_inventory, uml_process
 from .files import control_path, lab_key_path
 from .system import LabError, LabRefused, ProcessIdentity, ip_batch, is_alive, netns_names, run
 from .topology import BRIDGE, GUESTS, LabHost, bridge_port, check_guest_addresses, guest_named, switch_netns
-from .uml_boot import GUEST_MEMORY_MIB, kernel_arguments
+from .uml_boot import GUEST_MEMORY_MIB, disk_arguments, kernel_arguments
 from .uml_seed import write_seed
 from .uml_state import GuestRecord, GuestsState, console_log, cow_file, guest_dir, kept_consoles_dir, load, uml_dir
 
@@ -175,8 +175,7 @@ def up(prefix: str, state_dir: Path, *, ssh_timeout_s: float = DEFAULT_SSH_TIMEO
         argv = [
             f"umid={guest.name}",
             f"uml_dir={guest_dir(state_dir, guest)}",
-            f"ubd0={cow_file(state_dir, guest)},{image.path}",
-            f"ubd1r={seeds[guest.name]}",
+            *disk_arguments(cow_file(state_dir, guest), image.path, seeds[guest.name]),
             *kernel_arguments(prefix, guest),
         ]
         record = GuestRecord(address=guest.address, argv=argv)
