@@ -44,6 +44,10 @@ MAX_AUTO_PRIORITY_RANGE = (-1, 99)
 # most keywords, a newline ends the line: such values are quoted (# !) or refused (" \ newline).
 COMMENT_CHARS = ("#", "!")
 UNQUOTABLE_CHARS = ('"', "\\", "\n", "\r")
+# The role writes the names of VRRP instances, scripts and sync groups as bare words: keepalived's parser splits a
+# line at blanks, starts a comment at # or !, reads a brace as a block's edge and a quote as a string's (parser.c).
+# Such a name fails `keepalived -t` ("vrrp_instance must have a name", "Unknown keyword '}'").
+NAME_BREAKING = re.compile(r'[\s#!{}"]')
 # Checks that speak TCP, and those that work for a UDP service (keepalived.conf(5): UDP_CHECK, DNS_CHECK over UDP,
 # PING_CHECK over ICMP, MISC_CHECK runs a program).
 TCP_ONLY_CHECKS = ("TCP_CHECK", "HTTP_GET", "SSL_GET")
@@ -152,6 +156,17 @@ def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, An
             "inside a quoted value (the secret is not shown); use a secret without them"
         )
     return [finding([host], message) for message in found]
+
+
+def _name_problems(host: str, config: dict[str, Any]) -> list[str]:
+    """Names keepalived would read as something else than one word (NAME_BREAKING)."""
+    named = [(f"lvs_director_{kind}", entry["name"])
+             for kind in ("vrrp_instances", "vrrp_scripts", "vrrp_sync_groups") for entry in config[kind]]
+    return [
+        f"{host}: {key}[{name}].name is {name!r}, which keepalived cannot read as one word (a blank, #, !, a brace "
+        "or a quote splits or ends it); use letters, digits, '_', '-' and '.'"
+        for key, name in named if not name or NAME_BREAKING.search(name)
+    ]
 
 
 def _unquotable(value: Any) -> bool:
@@ -383,6 +398,7 @@ def host_problems(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[di
         errors.append(
             finding([host], f"{host}: lvs_director_vrrp_instances is empty; define at least one VRRP instance")
         )
+    errors += [finding([host], message) for message in _name_problems(host, config)]
     names = [instance["name"] for instance in config["vrrp_instances"]]
     for name in sorted({name for name in names if names.count(name) > 1}):
         errors.append(

@@ -268,3 +268,18 @@ def test_keepalived_checks_this_runs_config_before_any_file_of_the_director_chan
     assert "--config-test" in render["validate"]
     assert check["block"][0]["check_mode"] is False
     assert load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_check_path"].startswith("/run/")
+
+
+def test_the_preflight_runs_keepalived_t_where_it_is_installed_and_the_same_render_is_not_checked_twice():
+    # Issue 28, must show 2: an input only keepalived refuses stops playbooks/lvs.yml in its first play (the
+    # preflight), before the real servers' play changes anything; main.yml's check then skips that very render.
+    last = tasks("lvs_director", "tasks/preflight.yml")[-1]
+    assert last["ansible.builtin.include_tasks"] == "validate.yml"
+    assert last["when"] == "lvs_director_host_reads.reads.packages.stdout_lines is contains('keepalived installed')"
+    (check,) = tasks("lvs_director", "tasks/validate.yml")
+    assert "lvs_director_config_checked_sha1 | default('') != lvs_director_config_sha1" in check["when"]
+    assert check["block"][-1]["ansible.builtin.set_fact"] == {
+        "lvs_director_config_checked_sha1": "{{ lvs_director_config_sha1 }}"}
+    (stop,) = check["rescue"]
+    assert "nothing was" in stop["ansible.builtin.fail"]["msg"]
+    assert "stderr_lines" in stop["ansible.builtin.fail"]["msg"]
