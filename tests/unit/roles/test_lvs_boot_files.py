@@ -9,10 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lvs_role_files import ROLES, load_yaml
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 SHELLCHECK = shutil.which("shellcheck")
 KEEPALIVED_UNIT = Path("/lib/systemd/system/keepalived.service")
+DIRECTOR_VARS = load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")
 
 REALSERVER_VARS = {
     "lvs_realserver_vip_cidrs": ["198.18.0.100/32", "198.18.0.101/32"],
@@ -96,7 +98,8 @@ def render_cleanup(render, tmp_path, vrrp_only=False, daemon_args=()):
     script = tmp_path / "cleanup"
     script.write_text(render("lvs_director", "vip-cleanup.sh.j2", lvs_director_resolved=DIRECTOR_RESOLVED,
                              lvs_director_vrrp_only=vrrp_only, lvs_director_daemon_args=list(daemon_args),
-                             lvs_director_pid_file=str(tmp_path / "keepalived.pid")))
+                             lvs_director_pid_file=str(tmp_path / "keepalived.pid"),
+                             lvs_director_ipvsadm_protocol_flags=DIRECTOR_VARS["lvs_director_ipvsadm_protocol_flags"]))
     return script
 
 

@@ -10,12 +10,14 @@ the role ships them, on those files.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import jinja2
+import jinja2.nativetypes
 import pytest
 from lvs_role_files import ROLES, load_yaml
 
@@ -80,3 +82,80 @@ def test_the_roll_stops_when_keepalived_writes_no_dump(tmp_path):
     result = _run_wait(tmp_path / "absent.data", ["VI_LVS_UML"])
     assert result.returncode == 1
     assert "unknown, no data dump" in result.stderr
+
+
+# The step that gives a restarted director its own priorities back once its IPVS table is loaded. ipvsadm stands in
+# through PATH (the kernel's table is a file of the services it holds); the service spelling is ipvsadm(8)'s:
+# -t/-u/--sctp-service, ADDRESS:PORT, an IPv6 address in brackets.
+TAKE_BACK = "Once this director's checker has loaded the IPVS table, give it its own priorities back (a reload)"
+SERVICES = [{"protocol": "TCP", "address": "198.18.0.120", "port": 80},
+            {"protocol": "UDP", "address": "fd00:db8::120", "port": 53},
+            {"protocol": "SCTP", "address": "198.18.0.121", "port": 9000}]
+SPELLED = ["-L -n -t 198.18.0.120:80", "-L -n -u [fd00:db8::120]:53", "-L -n --sctp-service 198.18.0.121:9000"]
+
+
+def _restart_block_step(name: str) -> tuple[dict, dict]:
+    """The step NAME of the restart block, and the block's own variables."""
+    (block,) = [t for t in load_yaml(ROLES / "lvs_director" / "tasks" / "restart_one.yml") if "block" in t]
+    (task,) = [t for t in block["block"] + block["always"] if t["name"] == name]
+    return task, block["vars"]
+
+
+def _run_take_back(tmp_path: Path, table: list[str],
+                   daemon_args: list[str]) -> tuple[subprocess.CompletedProcess, Path]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "table").write_text("".join(f"{line}\n" for line in table))
+    (bin_dir / "ipvsadm").write_text(
+        f'#!/bin/bash\necho "$*" >> {tmp_path}/ipvsadm.calls\ngrep -qxF -- "$*" {tmp_path}/table\n')
+    (bin_dir / "systemctl").write_text(f'#!/bin/bash\necho "$*" >> {tmp_path}/systemctl.calls\n')
+    for tool in ("ipvsadm", "systemctl"):
+        (bin_dir / tool).chmod(0o755)
+    conf = tmp_path / "keepalived.conf"
+    conf.write_text("priority 1\n")
+    Path(f"{conf}.hpc-balance-handover").write_text("priority 150\n")
+    keepalived = subprocess.Popen(["python3", "-c", "import time; time.sleep(60)", *daemon_args])
+    (tmp_path / "keepalived.pid").write_text(f"{keepalived.pid}\n")
+    task, block_vars = _restart_block_step(TAKE_BACK)
+    host = {"lvs_director_init": "systemd", "lvs_director_resolved": {"virtual_servers": SERVICES}}
+    context = {"lvs_director_restart_host": "dir1", "hostvars": {"dir1": host},
+               "lvs_director_config_path": str(conf)}
+    context.update({name: jinja2.nativetypes.NativeEnvironment().from_string(value).render(**context)
+                    for name, value in {**block_vars, **task["vars"]}.items()})
+    script = jinja2.Environment().from_string(task["ansible.builtin.shell"]).render(
+        **context, lvs_director_pid_file=str(tmp_path / "keepalived.pid"),
+        lvs_director_vip_wait_s=0.5, lvs_director_poll_s=0.1,
+        lvs_director_ipvsadm_protocol_flags=VARS["lvs_director_ipvsadm_protocol_flags"],
+        lvs_director_vrrp_states=f"awk '{_states_awk()}' {FIXTURES / 'backup.data'}")
+    try:
+        result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, check=False,
+                                env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    finally:
+        keepalived.kill()
+        keepalived.wait()
+    return result, conf
+
+
+def test_the_restarted_holder_gets_its_priorities_back_once_every_service_is_in_the_table(tmp_path):
+    result, conf = _run_take_back(tmp_path, SPELLED, [])
+    assert result.returncode == 0, result.stderr
+    assert conf.read_text() == "priority 150\n"
+    assert not Path(f"{conf}.hpc-balance-handover").exists()
+    assert (tmp_path / "ipvsadm.calls").read_text().splitlines() == SPELLED
+    assert (tmp_path / "systemctl.calls").read_text() == "reload keepalived\n"
+
+
+def test_the_restarted_holder_keeps_its_lowered_priorities_while_a_service_is_missing(tmp_path):
+    # The always step puts the file back and reloads; this step only fails, with the reason.
+    result, conf = _run_take_back(tmp_path, SPELLED[:2], [])
+    assert result.returncode == 1
+    assert "did not hold every virtual service" in result.stderr
+    assert conf.read_text() == "priority 1\n"
+    assert not (tmp_path / "systemctl.calls").exists()
+
+
+def test_a_vrrp_only_keepalived_has_no_table_to_wait_for(tmp_path):
+    result, conf = _run_take_back(tmp_path, [], ["--vrrp"])
+    assert result.returncode == 0, result.stderr
+    assert conf.read_text() == "priority 150\n"
+    assert not (tmp_path / "ipvsadm.calls").exists()

@@ -72,14 +72,25 @@ def test_restarts_roll_over_the_directors_backups_first_the_master_last():  # 5
     assert [h for h in handlers if "restarted" in str(h) or "stopped" in str(h)] == []
     steps = tasks("lvs_director", "tasks/restart_one.yml")
     assert all(step["delegate_to"] == "{{ lvs_director_restart_host }}" for step in steps)
-    names = [step["name"] for step in steps]
-    # The holder of VIPs hands them over before anything stops; the next director goes only once this one is BACKUP
-    # or MASTER (issue 28, defect 10).
-    assert names[0] == ("Hand this director's VIPs to a backup first, when it holds any "
+    (restart,) = [step for step in steps if "block" in step]
+    inner = [step["name"] for step in restart["block"]]
+    # The holder of VIPs hands them over before anything stops, restarts with its priorities still lowered and takes
+    # them back only once its IPVS table is loaded; a failed step never leaves the lowered file behind. The next
+    # director goes only once this one is BACKUP or MASTER (issue 28, defect 10).
+    assert inner[0] == ("Hand this director's VIPs to a backup first, when it holds any "
                         "(priorities lowered through a reload)")
-    assert names[-2:] == [
+    assert inner[-1] == ("Once this director's checker has loaded the IPVS table, give it its own priorities back "
+                         "(a reload)")
+    assert [step["name"] for step in restart["always"]] == [
+        "Give this director its own keepalived.conf back if a step above failed with its priorities lowered"]
+    names = [step["name"] for step in steps]
+    # A restart is forgotten only once this director passed its checks: a roll that stopped earlier leaves the
+    # marker, and the next run restarts it.
+    assert names[-3:] == [
         "Wait until keepalived runs again here and, on the intended master, holds its VIPs",
-        "Wait until every VRRP instance here is BACKUP or MASTER, never FAULT, before the next director goes"]
+        "Wait until every VRRP instance here is BACKUP or MASTER, never FAULT, before the next director goes",
+        "Forget this director's pending restart (done, and its checks passed)"]
+    assert steps[-1]["ansible.builtin.file"] == {"path": "{{ lvs_director_restart_marker_path }}", "state": "absent"}
     order = load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_restart_order"]
     assert "sort(attribute='lvs_director_restart_rank')" in order
     note = by_name(tasks("lvs_director", "tasks/config.yml"),
