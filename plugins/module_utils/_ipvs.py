@@ -503,7 +503,8 @@ def pinning_warning(service: dict[str, Any]) -> str | None:
         return (
             f"{name} uses the {scheduler!r} scheduler, which hashes the client's source address: all clients behind "
             f"one NAT address land on the same real server. Use a connection scheduler (wlc, rr) or add the "
-            f"{SOURCE_HASH_SCHEDULERS[scheduler]} flag."
+            f"{SOURCE_HASH_SCHEDULERS[scheduler]} flag (hpc.balance.lvs_director: the virtual server's "
+            f"scheduler_flags)."
         )
     if service["persistent"]:
         return (

@@ -39,6 +39,7 @@ VRRP_SCRIPT_DEFAULTS: dict[str, Any] = {"interval_s": 1, "timeout_s": None, "fal
 VIRTUAL_SERVER_DEFAULTS: dict[str, Any] = {
     "protocol": "TCP",
     "lvs_sched": "wlc",
+    "scheduler_flags": [],
     "lvs_method": "DR",
     "persistence_timeout_s": None,
     "persistence_granularity": None,
@@ -195,6 +196,7 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
     what = f"lvs_director_virtual_servers[{resolved['address']}:{resolved['port']}]"
     resolved["protocol"] = str(resolved["protocol"]).upper()
     resolved["lvs_sched"] = str(resolved["lvs_sched"])
+    resolved["scheduler_flags"] = [str(flag) for flag in resolved["scheduler_flags"]]
     resolved["lvs_method"] = str(resolved["lvs_method"]).upper()
     resolved["delay_loop_s"] = _number(resolved["delay_loop_s"], f"{what}.delay_loop_s")
     resolved["persistence_timeout_s"] = _optional(

@@ -62,6 +62,11 @@ SCTP_CHECKS = ("PING_CHECK", "MISC_CHECK", "none")
 GRANULARITY_V6_RANGE = (1, 128)
 # Schedulers that hash the client's source address (ipvs_spread warns about the same ones, _ipvs.py).
 SOURCE_HASH_SCHEDULERS = ("sh", "mh")
+# The scheduler flags keepalived 2.2 writes for sh and mh (check_parser.c: sh-port, sh-fallback, mh-port,
+# mh-fallback; "sh-port only applies to sh scheduler" fails `keepalived -t`), and the one of each that hashes the
+# client's port too, so clients behind one NAT address spread (ip_vs_sh.c, ip_vs_mh.c: IP_VS_SVC_F_SCHED_SH_PORT).
+SCHEDULER_FLAGS = {"sh": ("sh-port", "sh-fallback"), "mh": ("mh-port", "mh-fallback")}
+PORT_HASH_FLAGS = {"sh": "sh-port", "mh": "mh-port"}
 STATUS_CODE_PART = r"[1-5][0-9][0-9](-[1-5][0-9][0-9])?"
 PORT_RANGE = (1, 65535)
 # A real server's weight: keepalived reads 0 to IPVS_WEIGHT_LIMIT (check_parser.c, rs_weight_handler: "Real server
@@ -248,6 +253,7 @@ def _virtual_server_problems(host: str, config: dict[str, Any], server: dict[str
             f"{key}.sorry_server.port is {sorry['port']} but DR cannot rewrite ports, so the sorry server would get "
             f"the traffic on port {server['port']}; use port {server['port']} (or leave the port out)"
         )
+    errors += _scheduler_flag_problems(key, server)
     pinning = _pinning_advice(key, server)
     if pinning and config["clients_behind_nat"]:
         errors.append(pinning + " (lvs_director_clients_behind_nat is true)")
@@ -331,12 +337,30 @@ def _quorum_problems(key: str, server: dict[str, Any], warnings: list[str]) -> l
     return found
 
 
+def _scheduler_flag_problems(key: str, server: dict[str, Any]) -> list[str]:
+    """A flag of another scheduler, or one given twice (keepalived -t refuses the first; the second is a typo)."""
+    allowed = SCHEDULER_FLAGS.get(server["lvs_sched"], ())
+    flags = server["scheduler_flags"]
+    found = [
+        f"{key}.scheduler_flags has {flag}, which keepalived applies only to the "
+        f"{flag.split('-')[0]} scheduler, not {server['lvs_sched']}; "
+        + (f"use {' or '.join(allowed)}" if allowed else "drop it")
+        for flag in flags if flag not in allowed
+    ]
+    found += [f"{key}.scheduler_flags lists {flag} more than once; keep one"
+              for flag in sorted({flag for flag in flags if flags.count(flag) > 1})]
+    return found
+
+
 def _pinning_advice(key: str, server: dict[str, Any]) -> str | None:
-    """sh / mh and persistence pin every client behind one NAT address to one real server (as ipvs_spread says)."""
-    if server["lvs_sched"] in SOURCE_HASH_SCHEDULERS:
+    """sh / mh (without the port flag) and persistence pin every client behind one NAT address to one real server
+    (as ipvs_spread says)."""
+    scheduler = server["lvs_sched"]
+    if scheduler in SOURCE_HASH_SCHEDULERS and PORT_HASH_FLAGS[scheduler] not in server["scheduler_flags"]:
         return (
-            f"{key}.lvs_sched is {server['lvs_sched']} (source hashing): clients behind one NAT address all land on "
-            "one real server, and so does persistence_timeout_s; use wlc or lc, which spread connections"
+            f"{key}.lvs_sched is {scheduler} (source hashing): clients behind one NAT address all land on "
+            "one real server, and so does persistence_timeout_s; use wlc or lc, which spread connections, or add "
+            f"{PORT_HASH_FLAGS[scheduler]} to scheduler_flags"
         )
     if server["persistence_timeout_s"]:
         return (

@@ -49,6 +49,10 @@ def everything():
              "real_servers": [{"address": "198.18.0.21"}]},
             {"address": "198.18.0.101", "port": 443, "check": {"type": "none"}, "alpha": True,
              "real_servers": [{"address": "198.18.0.21"}]},
+            {"address": "198.18.0.101", "port": 444, "lvs_sched": "sh", "scheduler_flags": ["sh-port", "sh-fallback"],
+             "check": {"type": "none"}, "real_servers": [{"address": "198.18.0.21"}]},
+            {"address": "198.18.0.101", "port": 445, "lvs_sched": "mh", "scheduler_flags": ["mh-port", "mh-fallback"],
+             "check": {"type": "none"}, "real_servers": [{"address": "198.18.0.21"}]},
             {"address": "198.18.0.101", "port": 8443, "persistence_timeout_s": 60,
              "persistence_granularity": "255.255.255.0", "quorum": 2, "hysteresis": 1,
              "quorum_up": "/bin/true up", "quorum_down": "/bin/true down",
@@ -106,6 +110,21 @@ def test_no_check_block_for_check_type_none(render):
 def test_keepalived_accepts_every_block_the_template_writes(render, tmp_path):
     result = keepalived_config_test(render_config(render, everything()), tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+def test_scheduler_flags_follow_the_scheduler_line(render):  # issue 28, defect 20
+    text = render_config(render, everything())
+    assert "    lvs_sched sh\n    sh-port\n    sh-fallback\n" in text
+    assert "    lvs_sched mh\n    mh-port\n    mh-fallback\n" in text
+
+
+@pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
+def test_keepalived_refuses_a_flag_of_another_scheduler_as_the_preflight_does(render, tmp_path):
+    config = everything()
+    config["virtual_servers"][0]["scheduler_flags"] = ["sh-port"]  # a wrr service
+    result = keepalived_config_test(render_config(render, config), tmp_path)
+    assert result.returncode != 0
+    assert "sh-port only applies to sh scheduler" in result.stderr
 
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")

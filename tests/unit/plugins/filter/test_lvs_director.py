@@ -232,7 +232,7 @@ def test_a_correct_pair_has_no_problem():
             {"clients_behind_nat": True, "virtual_servers": server(lvs_sched="sh")}, {},
             ["dir1: lvs_director_virtual_servers[198.18.0.100:80].lvs_sched is sh (source hashing): clients behind one "
              "NAT address all land on one real server, and so does persistence_timeout_s; use wlc or lc, which spread "
-             "connections (lvs_director_clients_behind_nat is true)"],
+             "connections, or add sh-port to scheduler_flags (lvs_director_clients_behind_nat is true)"],
             id="sh scheduler with clients behind NAT",
         ),
         pytest.param(
@@ -309,7 +309,7 @@ def test_sh_scheduler_alone_is_a_warning():
     assert [entry["message"] for entry in found["warnings"]] == [
         "dir1: lvs_director_virtual_servers[198.18.0.100:80].lvs_sched is sh (source hashing): clients behind one "
         "NAT address all land on one real server, and so does persistence_timeout_s; use wlc or lc, which spread "
-        "connections"
+        "connections, or add sh-port to scheduler_flags"
     ]
 
 

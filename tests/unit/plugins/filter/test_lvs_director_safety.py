@@ -322,8 +322,27 @@ def test_mh_is_flagged_like_sh():  # 15
     _errors, warnings = findings(both={"virtual_servers": service(lvs_sched="mh")})
     assert warnings[0] == (
         f"dir1: {KEY}.lvs_sched is mh (source hashing): clients behind one NAT address all land on one real server, "
-        "and so does persistence_timeout_s; use wlc or lc, which spread connections"
+        "and so does persistence_timeout_s; use wlc or lc, which spread connections, or add mh-port to "
+        "scheduler_flags"
     )
+
+
+def test_the_port_flag_spreads_clients_behind_nat_and_silences_the_advice():  # issue 28, defect 20
+    both = {"virtual_servers": service(lvs_sched="sh", scheduler_flags=["sh-port", "sh-fallback"]),
+            "clients_behind_nat": True}
+    assert findings(both=both) == ([], [])
+
+
+@pytest.mark.parametrize(("scheduler", "flags", "message"), [
+    ("wlc", ["sh-port"], "has sh-port, which keepalived applies only to the sh scheduler, not wlc; drop it"),
+    ("mh", ["sh-port"], "has sh-port, which keepalived applies only to the sh scheduler, not mh; use mh-port or "
+                        "mh-fallback"),
+    ("sh", ["sh-port", "sh-port"], "lists sh-port more than once; keep one"),
+])
+def test_a_flag_of_another_scheduler_or_a_repeated_flag_is_refused(scheduler, flags, message):
+    # keepalived 2.2.7 check_parser.c: "sh-port only applies to sh scheduler - ignoring", which fails keepalived -t.
+    errors, _warnings = findings(both={"virtual_servers": service(lvs_sched=scheduler, scheduler_flags=flags)})
+    assert errors == [f"{host}: {KEY}.scheduler_flags {message}" for host in ("dir1", "dir2")]
 
 
 def test_stat_results_become_each_programs_facts_with_its_folders():  # 1

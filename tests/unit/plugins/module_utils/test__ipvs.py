@@ -226,7 +226,8 @@ PINNING_CASES = [
     ("wlc", "ipvsadm_list_dr.txt", 0, None),
     ("sh_without_port_flag", "ipvsadm_list_ipv6.txt", 0,
      "TCP [2001:db8::100]:443 uses the 'sh' scheduler, which hashes the client's source address: all clients behind "
-     "one NAT address land on the same real server. Use a connection scheduler (wlc, rr) or add the sh-port flag."),
+     "one NAT address land on the same real server. Use a connection scheduler (wlc, rr) or add the sh-port flag "
+     "(hpc.balance.lvs_director: the virtual server's scheduler_flags)."),
     ("persistent", "ipvsadm_list_fwm.txt", 0,
      "FWM 1 is persistent (1800 s, netmask 255.255.255.0): every connection from one client address - and all "
      "clients behind one NAT address - stays on one real server for that time, so the spread follows the number of "
