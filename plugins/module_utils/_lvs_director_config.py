@@ -183,7 +183,8 @@ def _resolve_instance(instance: Any, host_defaults: dict[str, Any], index: int) 
 
 
 def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = True,
-                            weights: dict[str, int] | None = None) -> dict[str, Any]:
+                            weights: dict[str, int] | None = None,
+                            drained: frozenset[str] = frozenset()) -> dict[str, Any]:
     port = server.get("port") if isinstance(server, dict) else None
     what = f"lvs_director_virtual_servers[{index}]"
     if port is None or not server.get("address"):
@@ -229,6 +230,8 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
                 # A weight set from measured capacity (playbooks/rebalance.yml) wins over the configured one.
                 "weight": (weights or {}).get(address_spelling(real["address"]), configured),
                 "configured_weight": configured,
+                # Drained (playbooks/lvs_drain.yml): written with weight 0, which keeps its connections.
+                "drained": address_spelling(real["address"]) in drained,
                 "notify_up": None if not real.get("notify_up") else str(real["notify_up"]),
                 "notify_down": None if not real.get("notify_down") else str(real["notify_down"]),
                 "check": _resolve_check(real.get("check"), check, f"{real_what}.check", resolved["protocol"]),
@@ -259,12 +262,14 @@ def resolve(settings: Any) -> dict[str, Any]:
                 advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, virtual_servers, clients_behind_nat,
                 vrrp_only, own_addresses, host_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
                 script_files (paths the role deploys), global_defs_extra, vrrp_sync_groups,
-                real_server_weights ({real server address: weight} from playbooks/rebalance.yml)
+                real_server_weights ({real server address: weight} from playbooks/rebalance.yml),
+                drained_real_servers (real server addresses playbooks/lvs_drain.yml drained)
     """
     if not isinstance(settings, dict):
         raise LvsDirectorConfigError(f"lvs_director_resolve: expects a dict of settings, got {type(settings).__name__}")
     inhibit_on_failure = _flag(settings.get("inhibit_on_failure"), "lvs_director_inhibit_on_failure", True)
     weights = _resolve_weights(settings.get("real_server_weights"))
+    drained = _resolve_drained(settings.get("drained_real_servers"))
     host_defaults = {
         "interface": str(settings.get("interface") or ""),
         "priority": settings.get("priority", 100),
@@ -294,7 +299,7 @@ def resolve(settings: Any) -> dict[str, Any]:
         ],
         "vrrp_scripts": [_resolve_script(script, i) for i, script in enumerate(settings.get("vrrp_scripts") or [])],
         "virtual_servers": [
-            _resolve_virtual_server(server, index, inhibit_on_failure, weights)
+            _resolve_virtual_server(server, index, inhibit_on_failure, weights, drained)
             for index, server in enumerate(settings.get("virtual_servers") or [])
         ],
         # None when unknown: the checks that compare with them are then skipped.
@@ -318,6 +323,18 @@ def _resolve_weights(weights: Any) -> dict[str, int]:
         )
     return {address_spelling(address): _int(weight, f"lvs_director_real_server_weights[{address}]")
             for address, weight in weights.items()}
+
+
+def _resolve_drained(addresses: Any) -> frozenset[str]:
+    """lvs_director_drained_real_servers [address, ...] -> the addresses in one spelling."""
+    if addresses in (None, ""):
+        return frozenset()
+    if not isinstance(addresses, (list, tuple)):
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: lvs_director_drained_real_servers must be a list of real server addresses, got "
+            f"{type(addresses).__name__}"
+        )
+    return frozenset(address_spelling(address) for address in addresses)
 
 
 def _resolve_timeouts(timeouts: Any) -> dict[str, int | float]:

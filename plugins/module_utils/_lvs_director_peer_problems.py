@@ -135,7 +135,8 @@ def _virtual_server_view(server: dict[str, Any]) -> dict[str, Any]:
     view = {key: server[key] for key in PEER_VIRTUAL_SERVER_KEYS if key not in ("real_servers", "check")}
     view["check"] = _check_view(server["check"])
     view["real_servers"] = sorted(
-        f"{real['address']}:{real['port']} weight {real['weight']} {_check_view(real['check'])}"
+        f"{real['address']}:{real['port']} weight {real['weight']}{' drained' if real['drained'] else ''} "
+        f"{_check_view(real['check'])}"
         for real in server["real_servers"]
     )
     return view

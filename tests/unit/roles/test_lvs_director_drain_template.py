@@ -12,9 +12,11 @@ import pytest
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_resolve
 
 
-def pool():
-    """Two services sharing two real servers, weights 3 and 1 (the lvs-uml scenario's shape)."""
+def pool(drained=()):
+    """Two services sharing two real servers, weights 3 and 1 (the lvs-uml scenario's shape); ``drained`` as
+    lvs_director_drained_real_servers."""
     return lvs_director_resolve({
+        "drained_real_servers": list(drained),
         "host": "dir1",
         "interface": "eth0",
         "state": "MASTER",
@@ -39,9 +41,9 @@ def weights(text):
     return found
 
 
-def render_config(render, **variables):
-    return render("lvs_director", "keepalived.conf.j2", lvs_director_resolved=pool(),
-                  lvs_director_global_defs_extra=[], **variables)
+def render_config(render, lvs_director_drained_real_servers=()):
+    return render("lvs_director", "keepalived.conf.j2", lvs_director_resolved=pool(lvs_director_drained_real_servers),
+                  lvs_director_global_defs_extra=[])
 
 
 def test_without_the_variable_every_real_server_keeps_its_configured_weight(render):

@@ -400,6 +400,19 @@ def test_a_sync_group_with_other_instances_on_a_peer_is_refused():  # 20
     ]
 
 
+def test_a_real_server_drained_on_one_director_only_is_refused():  # 20
+    # lvs_director_drained_real_servers comes from each director's own record (playbooks/lvs_drain.yml): a failover
+    # to the director that lacks it would send new connections to the drained server at full weight.
+    errors, _warnings = findings(dir1={"drained_real_servers": ["198.18.0.22"]})
+    assert errors == [
+        f"lvs_director_virtual_servers[{VIP}:80/TCP] differs between the directors that can hold {VIP} (dir1, dir2): "
+        "real_servers (dir1: ['198.18.0.21:80 weight 3 TCP_CHECK', '198.18.0.22:80 weight 1 drained TCP_CHECK']; "
+        "dir2: ['198.18.0.21:80 weight 3 TCP_CHECK', '198.18.0.22:80 weight 1 TCP_CHECK']); a failover would change "
+        "the service: define it once for all of them (group_vars/lvs_directors)"
+    ]
+    assert findings(both={"drained_real_servers": ["198.18.0.22"]}) == ([], [])
+
+
 @pytest.mark.parametrize(("backup_weight", "warned"), [(60, True), (50, False), (-60, False)])
 def test_positive_script_weights_that_lift_a_backup_above_the_master_are_a_warning(backup_weight, warned):  # 20
     # dir1 150 MASTER, dir2 100 BACKUP; dir2's script, while it succeeds, adds its weight (keepalived.conf(5)).
