@@ -91,10 +91,11 @@ def script_paths(config: dict[str, Any]) -> list[dict[str, str]]:
 
 def script_lookups(config: dict[str, Any]) -> list[str]:
     """The paths the preflight looks at: each program the config runs that the role does not deploy, then every
-    folder above each (from /, as keepalived's check_security walks them), each once."""
-    programs = [entry["path"] for entry in script_paths(config)
-                if entry["path"].startswith("/") and entry["path"] not in config["script_files"]]
-    folders = {folder for path in programs for folder in _folders(path)}
+    folder above each program the config runs, deployed ones too (from /, as keepalived's check_security walks them),
+    each once. A deployed program is root:root 0755 once written, but a folder above it may not be safe."""
+    run = [entry["path"] for entry in script_paths(config) if entry["path"].startswith("/")]
+    programs = [path for path in run if path not in config["script_files"]]
+    folders = {folder for path in run for folder in _folders(path)}
     return programs + sorted(folders - set(programs))
 
 
@@ -132,6 +133,22 @@ def _unsafe(stat: dict[str, Any], folder: bool) -> str | None:
         return f"owner uid 0, mode {stat.get('mode')}"
     if mode & GROUP_WRITE and stat.get("gid") != 0:
         return f"owner uid 0, group gid {stat.get('gid')}, mode {stat.get('mode')}"
+    return None
+
+
+def _deployed_folder_problem(path: str, stats: dict[str, dict[str, Any]]) -> str | None:
+    """The first existing folder above a program the role deploys that keepalived would find unsafe, or None. A
+    folder that does not exist yet is created root:root 0755 by the role (tasks/config.yml), and so is every folder
+    below it."""
+    parent = path.rsplit("/", 1)[0] or "/"
+    for folder in _folders(path):
+        stat = stats.get(folder)
+        if stat is None or not stat.get("exists"):
+            return None
+        reason = _unsafe(stat, folder=True)
+        if reason:
+            what = f"its folder {folder}" if folder == parent else f"the folder {folder} above it"
+            return f"{what} is writable by a non-root user ({reason})"
     return None
 
 
@@ -178,7 +195,16 @@ def script_problems(host: str, config: dict[str, Any]) -> list[str]:
                 "own: write the full path (/usr/local/sbin/...)"
             )
             continue
-        if path in config["script_files"] or stats is None or path not in stats:
+        if path in config["script_files"] and stats is not None:
+            unsafe = _deployed_folder_problem(path, stats)
+            if unsafe:
+                found.append(
+                    f"{key} runs {path}, which lvs_director_script_files deploys, but {unsafe}, so keepalived's "
+                    "script security disables it (\"Unsafe permissions\"); deploy it in a folder that root owns and "
+                    "no other user can write (chown root:root, chmod go-w), e.g. /etc/keepalived/scripts"
+                )
+            continue
+        if stats is None or path not in stats:
             continue
         stat = stats[path]
         unsafe = _path_problem(path, stat) if stat.get("exists") else None

@@ -294,3 +294,32 @@ def test_the_preflight_runs_keepalived_t_where_it_is_installed_and_the_same_rend
     (stop,) = check["rescue"]
     assert "nothing was" in stop["ansible.builtin.fail"]["msg"]
     assert "stderr_lines" in stop["ansible.builtin.fail"]["msg"]
+
+
+@pytest.mark.parametrize(("entry", "apply", "shown"), [
+    ("tasks/sysctl.yml", "Apply the kernel settings that differ now",
+     "Show the kernel settings a run would apply now (check mode)"),
+    ("tasks/firewall.yml", "Load the director's table now (replaces this table only)",
+     "Show that a run would load the director's table now (check mode)"),
+])
+def test_check_mode_shows_the_kernel_settings_and_the_firewall_load_as_changes(entry, apply, shown):
+    # Issue 28, defect 20: a command has no dry run, so check mode skipped these and --check showed nothing to do.
+    steps = [task for entry_task in tasks("lvs_director", entry) for task in entry_task.get("block", [entry_task])]
+    (run,) = [task for task in steps if task["name"] == apply]
+    (show,) = [task for task in steps if task["name"] == shown]
+    assert "not ansible_check_mode" in run["when"]
+    assert "ansible_check_mode" in show["when"] and show["changed_when"] is True
+    assert [condition for condition in run["when"] if condition != "not ansible_check_mode"] == [
+        condition for condition in show["when"] if condition != "ansible_check_mode"]
+
+
+def test_the_folders_of_deployed_scripts_are_created_before_the_scripts_and_never_changed_when_they_exist():
+    # Issue 28, defect 17: a deployed script's folder was not created, so installing it failed where it was missing.
+    steps = tasks("lvs_director", "tasks/config.yml")
+    names = [step["name"] for step in steps]
+    create = steps[names.index("Create the missing folders of the scripts the role deploys (root-owned, 0755)")]
+    assert names.index(create["name"]) < names.index(
+        "Install the scripts keepalived runs (root-owned, so its script security keeps them)")
+    assert create["ansible.builtin.command"]["argv"] == ["mkdir", "-p", "-m", "0755", "--", "{{ item }}"]
+    assert create["ansible.builtin.command"]["creates"] == "{{ item }}"
+

@@ -241,7 +241,7 @@ def test_a_misc_check_script_keepalived_would_disable_is_refused(stat, problem):
                       for h in ("dir1", "dir2")]
 
 
-def test_a_script_the_role_deploys_is_not_looked_up():  # 1
+def test_a_script_the_role_deploys_needs_not_exist_yet():  # 1
     both = {"vrrp_scripts": [{"name": "chk", "script": "/etc/keepalived/chk"}],
             "script_files": ["/etc/keepalived/chk"], "script_stats": {"/etc/keepalived/chk": {"exists": False}}}
     assert findings(both=both) == ([], [])
@@ -373,9 +373,11 @@ def test_the_preflight_looks_at_each_program_it_does_not_deploy_and_at_every_fol
         "dir1", script_files=["/etc/keepalived/chk_vip"],
         vrrp_scripts=[{"name": "a", "script": "/etc/keepalived/chk_vip"}, {"name": "b", "script": "/usr/bin/true x"},
                       {"name": "c", "script": "/usr/local/sbin/chk"}]))
-    # keepalived's check_security (lib/notify.c) looks at every folder from / down, so the preflight does too.
-    assert lvs_director_script_lookups(config) == ["/usr/bin/true", "/usr/local/sbin/chk", "/", "/usr", "/usr/bin",
-                                                   "/usr/local", "/usr/local/sbin"]
+    # keepalived's check_security (lib/notify.c) looks at every folder from / down, so the preflight does too; for a
+    # program the role deploys only at the folders (issue 28, defect 17).
+    assert lvs_director_script_lookups(config) == ["/usr/bin/true", "/usr/local/sbin/chk", "/", "/etc",
+                                                   "/etc/keepalived", "/usr", "/usr/bin", "/usr/local",
+                                                   "/usr/local/sbin"]
 
 
 def test_the_same_http_check_with_another_path_on_a_peer_is_refused():  # 20

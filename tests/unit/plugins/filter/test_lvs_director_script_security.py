@@ -166,3 +166,52 @@ def test_a_token_is_named_in_every_script_line_of_the_config():
             (f"{real}.notify_down", f"{PROGRAM} down $_RANDOM"),
         )
     ]
+
+
+# ------------------------------------------------------------------------------ scripts the role deploys (#17)
+
+
+DEPLOYED = "/etc/keepalived/scripts/chk"
+DEPLOYED_FOLDERS = ("/", "/etc", "/etc/keepalived", "/etc/keepalived/scripts")
+
+
+def deployed_findings(**changed):
+    """(errors, warnings) of the pair whose track script runs DEPLOYED, which lvs_director_script_files deploys; the
+    folders above it root:root 0755 unless ``changed`` ({path: fields}) says otherwise ({"exists": False}: missing)."""
+    results = [{"item": path, "stat": {"exists": True, "isdir": True, "uid": 0, "gid": 0, "mode": "0755",
+                                       **changed.get(path, {})}} for path in DEPLOYED_FOLDERS]
+    both = {"vrrp_scripts": [{"name": "chk", "script": DEPLOYED}], "script_files": [DEPLOYED],
+            "script_stats": lvs_director_script_stats(results)}
+    found = lvs_director_problems([lvs_director_resolve(pair_settings(host, **both)) for host in ("dir1", "dir2")])
+    return [entry["message"] for entry in found["errors"]], [entry["message"] for entry in found["warnings"]]
+
+
+def test_the_folders_above_a_deployed_script_are_looked_at_but_not_the_script():
+    config = lvs_director_resolve(pair_settings("dir1", vrrp_scripts=[{"name": "chk", "script": DEPLOYED}],
+                                                script_files=[DEPLOYED]))
+    assert lvs_director_script_lookups(config) == list(DEPLOYED_FOLDERS)
+
+
+def test_a_deployed_script_in_root_owned_folders_passes():
+    assert deployed_findings() == ([], [])
+
+
+def test_a_deployed_script_whose_folder_is_missing_passes_since_the_role_creates_it():
+    assert deployed_findings(**{"/etc/keepalived/scripts": {"exists": False}}) == ([], [])
+
+
+@pytest.mark.parametrize(("folder", "fields", "part"), [
+    ("/etc/keepalived/scripts", {"uid": 1000}, "its folder /etc/keepalived/scripts is writable by a non-root user "
+                                               "(owner uid 1000, mode 0755)"),
+    ("/etc/keepalived", {"mode": "0777"}, "the folder /etc/keepalived above it is writable by a non-root user "
+                                          "(owner uid 0, mode 0777)"),
+], ids=["its folder owned by a user", "a folder above world-writable"])
+def test_a_deployed_script_under_an_unsafe_folder_is_refused(folder, fields, part):
+    # keepalived's check_security walks the deployed path as any other: the script, root:root 0755, is disabled.
+    errors, _warnings = deployed_findings(**{folder: fields})
+    assert errors == both_hosts(
+        f"lvs_director_vrrp_scripts[chk].script runs {DEPLOYED}, which lvs_director_script_files deploys, but {part}, "
+        "so keepalived's script security disables it (\"Unsafe permissions\"); deploy it in a folder that root owns "
+        "and no other user can write (chown root:root, chmod go-w), e.g. /etc/keepalived/scripts"
+    )
+
