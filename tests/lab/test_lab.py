@@ -344,9 +344,33 @@ def test_host_sees_the_machines_files_except_under_its_fresh_folders(tmp_path):
     from hpclab.files import FRESH_PATHS, host_sees
 
     assert host_sees("/work/main/.work/wheelhouse/gpu_moe") and host_sees("/etc/hosts") and host_sees("/optional")
-    assert set(FRESH_PATHS) == {"/root", "/opt", "/tmp", "/var/tmp"}
+    assert set(FRESH_PATHS) == {"/root", "/opt", "/tmp", "/var/tmp", "/etc/ansible"}
     for inside in FRESH_PATHS:
         assert not host_sees(inside) and not host_sees(f"{inside}/x/.work/wheelhouse")
     # A link from a visible folder into a fresh one is not seen either: the path is resolved first.
     (tmp_path / "link").symlink_to("/root")
     assert not host_sees(tmp_path / "link" / "wheelhouse")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting an overlay needs root")
+def test_a_private_etc_folder_hides_the_machines_own_in_a_real_overlay_mount(tmp_path):
+    # The machine's recorded facts (what a playbook test writes to /etc/ansible/facts.d) must not reach a lab host.
+    from hpclab.files import PRIVATE_ETC_FOLDERS, host_sees, opaque_folder
+
+    assert not host_sees("/etc/ansible/facts.d/hpc_balance_lvs_weights.fact") and host_sees("/etc/hosts")
+    lower, upper, work, merged = (tmp_path / name for name in ("lower", "upper", "work", "merged"))
+    (lower / "ansible" / "facts.d").mkdir(parents=True)
+    (lower / "ansible" / "facts.d" / "hpc_balance_lvs_weights.fact").write_text('{"198.18.0.21": 1}\n')
+    (lower / "hosts").write_text("127.0.0.1 localhost\n")
+    for folder in (upper, work, merged):
+        folder.mkdir()
+    for private in PRIVATE_ETC_FOLDERS:
+        opaque_folder(upper / Path(private).relative_to("/etc"))
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={lower},upperdir={upper},workdir={work}",
+                    str(merged)], check=True)
+    try:
+        assert (merged / "hosts").exists()
+        assert (merged / "ansible").is_dir() and list((merged / "ansible").iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(merged)], check=True)
+

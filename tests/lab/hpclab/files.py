@@ -33,8 +33,13 @@ FRESH_FOLDERS = (
 # 1.2 GB each of torch and triton): on the machine's disk, removing them at `down` took 3 to 6 s (ext4 with online
 # discard); a tmpfs is freed at once when the host ends.
 FRESH_TMPFS = ("/opt",)
+# Folders of /etc a host keeps to itself, empty at first: the machine's own stays hidden behind an opaque folder in the
+# host's upper layer (overlayfs: the trusted.overlay.opaque attribute). /etc/ansible: playbooks run against the machine
+# itself (tests/playbooks) record local facts in /etc/ansible/facts.d, which the lvs_director role reads on a director,
+# so a host would otherwise read the machine's record while such a test runs beside the lab.
+PRIVATE_ETC_FOLDERS = ("/etc/ansible",)
 # Every path under which a host sees its own fresh files instead of the machine's.
-FRESH_PATHS = (*(inside for inside, _name, _mode in FRESH_FOLDERS), *FRESH_TMPFS)
+FRESH_PATHS = (*(inside for inside, _name, _mode in FRESH_FOLDERS), *FRESH_TMPFS, *PRIVATE_ETC_FOLDERS)
 # The host init binds the host folder here; configs refer to it so they work wherever the state dir is.
 HOST_DIR_INSIDE = "/run/lab-host"
 
@@ -80,6 +85,13 @@ def _generate_keys(paths: list[Path], comment: str) -> None:
         output = process.communicate()[0]
         if process.returncode != 0:
             raise LabError(f"ssh-keygen failed for {path} (rc {process.returncode}): {output.strip()}")
+
+
+def opaque_folder(path: Path) -> None:
+    """An empty folder that hides the lower layer's folder of the same name in an overlay mount (root only)."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o755)
+    os.setxattr(path, "trusted.overlay.opaque", b"y")
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
@@ -197,5 +209,7 @@ def write_state_files(state_dir: Path, switch_netns: str) -> None:
         if shadow_text is not None:
             _write(upper_etc / "shadow", shadow_text, 0o640)
             os.chown(upper_etc / "shadow", 0, os.stat("/etc/shadow").st_gid)
+        for private in PRIVATE_ETC_FOLDERS:
+            opaque_folder(folder / "upper" / private.lstrip("/"))
         _write(folder / "sshd_config", sshd_config_text(host))
     _write(state_dir / "ssh_config", ssh_config_text(state_dir, switch_netns))
