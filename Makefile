@@ -74,13 +74,14 @@ CORE_STEPS := $(foreach line,$(CORE_MATRIX),sanity-$(line) units-$(line))
 TEST_WORKERS ?= 2
 PS1_PARSE_CHECK := tests/ps1/check_ps1_parse.py
 MOLECULE_SCENARIOS := default lvs-netns lvs-uml gpu-moe
-# The steps of make test and make check, in order (molecule:NAME is one scenario). The bg: steps need only CPU: they
-# run one after another beside the real-kernel scenarios, at the lowest priority, in the time those spend waiting on
-# real time (tools/step_times.py BackgroundChain); make test waits for them before its table.
-BACKGROUND_STEPS := galaxy-check $(CORE_STEPS)
-TEST_STEPS := setup test-folders lint sanity units moe-test bench-quick gpu-check ee \
-	$(addprefix molecule:,$(filter-out lvs-uml gpu-moe,$(MOLECULE_SCENARIOS))) $(addprefix bg:,$(BACKGROUND_STEPS)) \
-	$(addprefix molecule:,$(filter lvs-uml gpu-moe,$(MOLECULE_SCENARIOS)))
+# The steps of make test and make check, in order (molecule:NAME is one scenario). The bg: steps need only CPU and have
+# no deadline: they run one after another from the start, beside the foreground, at the lowest priority, in the time
+# the scenarios spend waiting on real time (tools/step_times.py BackgroundChain); make test waits for them before its
+# table, and a failed one stops the foreground at its next step. The foreground keeps what has a deadline: the package
+# tests' gloo ranks and gpu-check's step limits, and the scenarios' VRRP timing, sessions and reboots.
+BACKGROUND_STEPS := lint sanity units bench-quick galaxy-check $(CORE_STEPS)
+TEST_STEPS := setup test-folders $(addprefix bg:,$(BACKGROUND_STEPS)) moe-test gpu-check ee \
+	$(addprefix molecule:,$(MOLECULE_SCENARIOS))
 CHECK_STEPS := test-folders lint sanity galaxy-check units moe-test bench-quick
 require = @for p in $(1); do [ -e "$(ROOT)/$$p" ] || { echo "make: $$p is missing; it is listed in the Makefile and \
 	make test must not run without it (update the Makefile if it moved)" >&2; exit 1; }; done

@@ -8,7 +8,8 @@ it), so a slow step is seen in the run that made it slow. Standard library only:
                                                  the table either way, then the failed step's summary (what
                                                  it wrote to $STEP_FAILURE_SUMMARY); exit with its status.
                                                  `bg:STEP` steps run as one chain beside the others, started
-                                                 where the first is listed and waited for before the table
+                                                 where the first is listed and waited for before the table;
+                                                 a failed one stops the others before their next step
     step_times.py phases TIMES_TSV SCENARIO      copy stdin to stdout and record each molecule phase's wall time
     step_times.py table TIMES_TSV                print the table of what TIMES_TSV holds
 """
@@ -50,11 +51,11 @@ def _make_command(root: Path, step: str) -> list[str]:
 class BackgroundChain:
     """The `bg:` steps, one after another in a thread, at the lowest CPU priority, each logged to a file of its own.
 
-    They are the steps that need only CPU (sanity and units on further ansible-core lines, Galaxy's import checks):
-    started beside the real-kernel scenario, which spends much of its wall time waiting on real time (sessions,
+    They are the steps that need only CPU and have no deadline (lint, sanity, units, Galaxy's import checks):
+    started beside the foreground, whose scenarios spend much of their wall time waiting on real time (sessions,
     reboots, VRRP adverts), they use the cores it leaves idle. The guests run at a raised priority, so the lab's
-    timing does not wait for them. The first failure stops the chain; the run's status is its failure or the
-    foreground's.
+    timing does not wait for them. The first failure stops the chain, and the foreground before its next step; the
+    run's status is its failure or the foreground's.
     """
 
     def __init__(self, root: Path, times_tsv: Path, steps: list[str]) -> None:
@@ -100,7 +101,7 @@ def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
     """Each step through make, timed; the first failure stops the run (as make's own prerequisites would).
 
     The `bg:` steps start together, as one chain (BackgroundChain), when the first of them is reached; the run waits
-    for them before the table.
+    for them before the table. A failed background step stops the foreground before its next step.
     """
     times_tsv.unlink(missing_ok=True)
     summary = failure_summary_path(times_tsv)
@@ -114,6 +115,8 @@ def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
             if chain.thread.ident is None:
                 chain.thread.start()
             continue
+        if chain.status != 0:
+            break
         started = time.monotonic()
         status = subprocess.call(
             _make_command(root, step),

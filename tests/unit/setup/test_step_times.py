@@ -90,3 +90,17 @@ def test_background_steps_run_beside_the_others_and_the_total_is_the_run_s_wall_
     assert failed.returncode != 0
     assert re.search(r"^bad +\S+  failed \(2\), in the background$", failed.stdout, re.M)
     assert "broken-in-background" in failed.stdout
+
+
+def test_a_failed_background_step_stops_the_foreground_before_its_next_step(tmp_path):
+    """The first failure stops the run, in the background chain too: the foreground runs no step after it."""
+    (tmp_path / "Makefile").write_text("bad:\n\t@false\nslow:\n\t@sleep 1\nafter:\n\t@touch ran-after\n")
+    tool = tmp_path / "tools" / "step_times.py"
+    tool.parent.mkdir()
+    tool.write_text(TOOL.read_text())
+    times = tmp_path / "work" / "times.tsv"
+    failed = subprocess.run([sys.executable, str(tool), "make", str(times), "bg:bad", "slow", "after"],
+                            capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert failed.returncode != 0
+    assert not (tmp_path / "ran-after").exists()  # `slow` runs or not, as the chain's failure lands before or in it
+    assert not re.search(r"^after ", failed.stdout, re.M)
