@@ -373,4 +373,3 @@ def test_a_private_etc_folder_hides_the_machines_own_in_a_real_overlay_mount(tmp
         assert (merged / "ansible").is_dir() and list((merged / "ansible").iterdir()) == []
     finally:
         subprocess.run(["umount", str(merged)], check=True)
-

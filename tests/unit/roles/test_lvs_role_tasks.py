@@ -322,4 +322,3 @@ def test_the_folders_of_deployed_scripts_are_created_before_the_scripts_and_neve
         "Install the scripts keepalived runs (root-owned, so its script security keeps them)")
     assert create["ansible.builtin.command"]["argv"] == ["mkdir", "-p", "-m", "0755", "--", "{{ item }}"]
     assert create["ansible.builtin.command"]["creates"] == "{{ item }}"
-

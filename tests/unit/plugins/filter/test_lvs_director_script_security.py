@@ -214,4 +214,3 @@ def test_a_deployed_script_under_an_unsafe_folder_is_refused(folder, fields, par
         "so keepalived's script security disables it (\"Unsafe permissions\"); deploy it in a folder that root owns "
         "and no other user can write (chown root:root, chmod go-w), e.g. /etc/keepalived/scripts"
     )
-
