@@ -12,6 +12,7 @@ path from / down.
 from __future__ import annotations
 
 import re
+from itertools import takewhile
 from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import (
@@ -136,31 +137,33 @@ def _unsafe(stat: dict[str, Any], folder: bool) -> str | None:
     return None
 
 
-def _deployed_folder_problem(path: str, stats: dict[str, dict[str, Any]]) -> str | None:
-    """The first existing folder above a program the role deploys that keepalived would find unsafe, or None. A
-    folder that does not exist yet is created root:root 0755 by the role (tasks/config.yml), and so is every folder
-    below it."""
+def _first_unsafe_folder(path: str, folders: list[dict[str, Any]]) -> str | None:
+    """The first of ``folders`` (their facts with "path", from / down to the program's own) keepalived would find
+    unsafe, in words, or None."""
     parent = path.rsplit("/", 1)[0] or "/"
-    for folder in _folders(path):
-        stat = stats.get(folder)
-        if stat is None or not stat.get("exists"):
-            return None
-        reason = _unsafe(stat, folder=True)
-        if reason:
-            what = f"its folder {folder}" if folder == parent else f"the folder {folder} above it"
-            return f"{what} is writable by a non-root user ({reason})"
-    return None
-
-
-def _path_problem(path: str, stat: dict[str, Any]) -> str | None:
-    """The first part of the path keepalived would find unsafe, from / down to the program, or None."""
-    parent = path.rsplit("/", 1)[0] or "/"
-    for folder in stat.get("folders") or []:
+    for folder in folders:
         reason = _unsafe(folder, folder=True)
         if reason:
             what = (f"its folder {folder['path']}" if folder["path"] == parent
                     else f"the folder {folder['path']} above it")
             return f"{what} is writable by a non-root user ({reason})"
+    return None
+
+
+def _deployed_folder_problem(path: str, stats: dict[str, dict[str, Any]]) -> str | None:
+    """The first existing folder above a program the role deploys that keepalived would find unsafe, or None. A
+    folder that does not exist yet is created root:root 0755 by the role (tasks/config.yml), and so is every folder
+    below it, so the walk ends at the first missing one."""
+    existing = takewhile(lambda folder: folder["exists"],
+                         (dict(stats.get(folder) or {"exists": False}, path=folder) for folder in _folders(path)))
+    return _first_unsafe_folder(path, list(existing))
+
+
+def _path_problem(path: str, stat: dict[str, Any]) -> str | None:
+    """The first part of the path keepalived would find unsafe, from / down to the program, or None."""
+    unsafe_folder = _first_unsafe_folder(path, stat.get("folders") or [])
+    if unsafe_folder:
+        return unsafe_folder
     reason = _unsafe(stat, folder=False)
     return f"{path} is writable by a non-root user ({reason})" if reason else None
 
