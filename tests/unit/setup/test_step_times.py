@@ -22,6 +22,15 @@ INFO     [default > converge] Executing
 """
 
 
+def project(tmp_path, makefile):
+    """A folder with ``makefile`` as its Makefile and a copy of the tool: (the tool, the times file it writes)."""
+    (tmp_path / "Makefile").write_text(makefile)
+    tool = tmp_path / "tools" / "step_times.py"
+    tool.parent.mkdir()
+    tool.write_text(TOOL.read_text())
+    return tool, tmp_path / "work" / "times.tsv"
+
+
 def test_phases_passes_the_output_through_and_records_each_phase_of_its_scenario(tmp_path):
     times = tmp_path / "times.tsv"
     result = subprocess.run([sys.executable, str(TOOL), "phases", str(times), "default"], input=MOLECULE_OUTPUT,
@@ -55,14 +64,9 @@ def test_the_makefile_reads_the_times_file_from_the_variable_the_tool_sets():
 
 def test_a_failed_step_s_summary_follows_the_table_and_a_passing_run_prints_none(tmp_path):
     """A CI log cut to its head and tail keeps the table's end: what failed is printed after it."""
-    makefile = tmp_path / "Makefile"
-    makefile.write_text("ok:\n\t@true\n"
-                        "bad:\n\t@printf 'TASK [Reboot urs1]\\nfatal: [urs1]: FAILED!\\n' > $$STEP_FAILURE_SUMMARY;"
-                        " false\n")
-    tool = tmp_path / "tools" / "step_times.py"
-    tool.parent.mkdir()
-    tool.write_text(TOOL.read_text())
-    times = tmp_path / "work" / "times.tsv"
+    tool, times = project(tmp_path, "ok:\n\t@true\n"
+                                    "bad:\n\t@printf 'TASK [Reboot urs1]\\nfatal: [urs1]: FAILED!\\n' > "
+                                    "$$STEP_FAILURE_SUMMARY; false\n")
     failed = subprocess.run([sys.executable, str(tool), "make", str(times), "ok", "bad"], capture_output=True,
                             text=True, check=False)
     assert failed.returncode != 0
@@ -75,11 +79,7 @@ def test_a_failed_step_s_summary_follows_the_table_and_a_passing_run_prints_none
 
 def test_background_steps_run_beside_the_others_and_the_total_is_the_run_s_wall_time(tmp_path):
     """`bg:` steps overlap the foreground: the total is the wall time, not the sum; their failure fails the run."""
-    (tmp_path / "Makefile").write_text("slow:\n\t@sleep 1\nfast:\n\t@true\nbad:\n\t@echo broken-in-background; false\n")
-    tool = tmp_path / "tools" / "step_times.py"
-    tool.parent.mkdir()
-    tool.write_text(TOOL.read_text())
-    times = tmp_path / "work" / "times.tsv"
+    tool, times = project(tmp_path, "slow:\n\t@sleep 1\nfast:\n\t@true\nbad:\n\t@echo broken-in-background; false\n")
     passed = subprocess.run([sys.executable, str(tool), "make", str(times), "fast", "bg:slow", "bg:slow", "slow"],
                             capture_output=True, text=True, check=True).stdout
     assert len(re.findall(r"^slow +0:0\d\.\d  ok, in the background$", passed, re.M)) == 2
@@ -94,11 +94,7 @@ def test_background_steps_run_beside_the_others_and_the_total_is_the_run_s_wall_
 
 def test_a_failed_background_step_stops_the_foreground_before_its_next_step(tmp_path):
     """The first failure stops the run, in the background chain too: the foreground runs no step after it."""
-    (tmp_path / "Makefile").write_text("bad:\n\t@false\nslow:\n\t@sleep 1\nafter:\n\t@touch ran-after\n")
-    tool = tmp_path / "tools" / "step_times.py"
-    tool.parent.mkdir()
-    tool.write_text(TOOL.read_text())
-    times = tmp_path / "work" / "times.tsv"
+    tool, times = project(tmp_path, "bad:\n\t@false\nslow:\n\t@sleep 1\nafter:\n\t@touch ran-after\n")
     failed = subprocess.run([sys.executable, str(tool), "make", str(times), "bg:bad", "slow", "after"],
                             capture_output=True, text=True, check=False, cwd=tmp_path)
     assert failed.returncode != 0
