@@ -20,6 +20,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_problems
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_scripts import (
     script_lookups,
     script_paths,
+    script_stat_command,
     script_stats,
 )
 
@@ -48,9 +49,14 @@ def lvs_director_script_lookups(config: dict[str, Any]) -> list[str]:
     return script_lookups(config)
 
 
-def lvs_director_script_stats(results: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """Results of the stat module looped over the programs and their folders -> {program: its facts + folder's}."""
-    return script_stats(results)
+def lvs_director_script_stat_command(paths: list[str]) -> list[str]:
+    """The argument vector that reads every program and folder in one step (for hpc.balance.read_commands)."""
+    return script_stat_command(paths)
+
+
+def lvs_director_script_stats(read: dict[str, Any] | None, paths: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The outcome of that read -> {path: its facts, with the folders' above it}; a path it does not list is missing."""
+    return script_stats(read, paths)
 
 
 class FilterModule:
@@ -61,5 +67,6 @@ class FilterModule:
             "lvs_director_resolve": lvs_director_resolve,
             "lvs_director_problems": lvs_director_problems,
             "lvs_director_script_lookups": lvs_director_script_lookups,
+            "lvs_director_script_stat_command": lvs_director_script_stat_command,
             "lvs_director_script_stats": lvs_director_script_stats,
         }

@@ -3,10 +3,10 @@
 """The programs an lvs_director config makes keepalived run, and the ones keepalived would silently disable.
 
 keepalived only logs "could not find script" or "Unsafe permissions" and runs on without the script (a MISC_CHECK then
-never fails, a track script never moves the VIP). The role's preflight stats each program and every folder above it
-that ``script_lookups`` names, ``script_stats`` turns the results into facts, and ``script_problems`` names what
-keepalived would refuse: its check_security (keepalived 2.2.7, lib/notify.c) looks at every part of a root script's
-path from / down.
+never fails, a track script never moves the VIP). The role's preflight reads each program and every folder above it
+that ``script_lookups`` names in one step (``script_stat_command``), ``script_stats`` turns the read into facts, and
+``script_problems`` names what keepalived would refuse: its check_security (keepalived 2.2.7, lib/notify.c) looks at
+every part of a root script's path from / down.
 """
 
 from __future__ import annotations
@@ -100,19 +100,36 @@ def script_lookups(config: dict[str, Any]) -> list[str]:
     return programs + sorted(folders - set(programs))
 
 
-def script_stats(results: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    """Results of the stat module looped over the programs and their folders -> {path: its facts, with the facts of
-    every folder above it that was looked at under "folders", from / down}."""
-    facts = {}
-    for result in results or []:
-        stat = result.get("stat") or {}
-        facts[str(result.get("item"))] = {
-            "exists": bool(stat.get("exists")),
-            "executable": bool(stat.get("executable")) and bool(stat.get("isreg", True)),
-            "uid": stat.get("uid"),
-            "gid": stat.get("gid"),
-            "mode": stat.get("mode"),
-        }
+# One read on the host for every path script_lookups names (hpc.balance.read_commands runs it without a shell of its
+# own): for each path that exists, following links as keepalived does, "x" or "-" for whether root may execute it
+# (test -x: access(2), which also honours a noexec mount), then its raw st_mode in hex, its uid, its gid and the path.
+SCRIPT_STAT_SHELL = (
+    'for p do [ -e "$p" ] || continue; if [ -x "$p" ]; then printf "x "; else printf -- "- "; fi; '
+    'stat -L --format="%f %u %g %n" -- "$p"; done'
+)
+_FILE_TYPE_MASK, _REGULAR_FILE = 0o170000, 0o100000
+
+
+def script_stat_command(paths: list[str]) -> list[str]:
+    """The argument vector that reads every one of ``paths`` in one step (see SCRIPT_STAT_SHELL)."""
+    return ["/bin/sh", "-c", SCRIPT_STAT_SHELL, "sh", *paths]
+
+
+def script_stats(read: dict[str, Any] | None, paths: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The outcome of ``script_stat_command(paths)`` -> {path: its facts, with the facts of every folder above it
+    that was looked at under "folders", from / down}. A path the read does not list does not exist."""
+    found = {}
+    for line in str((read or {}).get("stdout") or "").splitlines():
+        fields = line.split(" ", 4)
+        if len(fields) != 5:
+            continue
+        executable, raw_mode, uid, gid, path = fields
+        st_mode = int(raw_mode, 16)
+        regular = st_mode & _FILE_TYPE_MASK == _REGULAR_FILE
+        found[path] = {"exists": True, "executable": executable == "x" and regular, "uid": int(uid),
+                       "gid": int(gid), "mode": f"{st_mode & 0o7777:04o}"}
+    missing = {"exists": False, "executable": False, "uid": None, "gid": None, "mode": None}
+    facts = {path: found.get(path, missing) for path in paths or []}
     return {
         path: dict(fact, folders=[dict(facts[folder], path=folder) for folder in _folders(path) if folder in facts])
         for path, fact in facts.items()

@@ -41,6 +41,7 @@ options:
         description: The destination. Its folder must exist unless I(parent_mode) is given.
         type: path
         required: true
+        aliases: [dest]
       content:
         description: The whole content of the file.
         type: str
@@ -182,7 +183,7 @@ def main() -> None:
             "files": {
                 "type": "list", "elements": "dict", "required": True,
                 "options": {
-                    "path": {"type": "path", "required": True},
+                    "path": {"type": "path", "required": True, "aliases": ["dest"]},
                     "content": {"type": "str", "required": True},
                     "owner": {"type": "str"},
                     "group": {"type": "str"},

@@ -122,8 +122,12 @@ def test_scripts_are_looked_at_through_links_as_keepalived_does():  # 1
     """/bin is a link (mode 0777) on merged-/usr hosts: its own mode must not count, what it points to does."""
     look = by_name(tasks("lvs_director", "tasks/preflight.yml"),
                    "Look at every program the config makes keepalived run, and at its folder")
-    assert look["ansible.builtin.stat"]["follow"] is True
-    assert look["loop"] == "{{ lvs_director_resolved | hpc.balance.lvs_director_script_lookups }}"
+    # One read for every path (test_lvs_director_script_read.py runs it: it follows links as os.stat does).
+    assert look["hpc.balance.read_commands"]["commands"] == {
+        "stat": "{{ lvs_director_script_lookups | hpc.balance.lvs_director_script_stat_command }}"}
+    assert look["vars"]["lvs_director_script_lookups"] == (
+        "{{ lvs_director_resolved | hpc.balance.lvs_director_script_lookups }}")
+    assert "loop" not in look
 
 
 ADD_VIPS = "Put the missing VIPs on lo (IPv6 with nodad, since lo has no neighbours to detect a duplicate)"
@@ -322,3 +326,18 @@ def test_the_folders_of_deployed_scripts_are_created_before_the_scripts_and_neve
         "Install the scripts keepalived runs (root-owned, so its script security keeps them)")
     assert create["ansible.builtin.command"]["argv"] == ["mkdir", "-p", "-m", "0755", "--", "{{ item }}"]
     assert create["ansible.builtin.command"]["creates"] == "{{ item }}"
+
+
+def test_a_rerun_pays_no_round_trip_per_script_folder_or_marker():
+    # Issue 27: on a rerun every looped copy or stat is one more round trip per item to each director.
+    steps = tasks("lvs_director", "tasks/config.yml")
+    create = by_name(steps, "Create the missing folders of the scripts the role deploys (root-owned, 0755)")
+    # Only the folders the preflight's read did not find are created: none on a rerun.
+    assert "reject('in', lvs_director_resolved.script_stats" in create["loop"]
+    text = by_name(steps, "Install the scripts keepalived runs that are given as text")
+    assert "loop" not in text and "rejectattr('src', 'defined')" in text["hpc.balance.file_set"]["files"]
+    for name in ("Mark the reload as pending before keepalived.conf changes, until a handler has run it",
+                 "Mark the restart as pending before DAEMON_ARGS or the unit drop-in changes, until the rolling "
+                 "restart did it"):
+        (marker,) = by_name(steps, name)["hpc.balance.file_set"]["files"]
+        assert marker["owner"] == "root" and marker["mode"] == "0644"

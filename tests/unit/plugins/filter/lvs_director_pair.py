@@ -32,3 +32,18 @@ def weighted_service(**fields: Any) -> list[dict[str, Any]]:
     """The pair's virtual server with urs1 at weight 3 and urs2 at the default 1 (a wrr 3:1 pool)."""
     return [{"address": VIP, "port": 80,
              "real_servers": [{"address": REAL_SERVERS[0], "weight": 3}, {"address": REAL_SERVERS[1]}], **fields}]
+
+
+def script_read(entries: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], list[str]]:
+    """What the preflight's one read of the scripts' paths returns (lvs_director_script_stat_command's output, as
+    read_commands registers it) for ``entries`` [(path, {"exists", "isreg", "executable", "uid", "gid", "mode"})],
+    and the paths it was given. A missing path prints no line."""
+    lines = []
+    for path, fields in entries:
+        if not fields.get("exists", True):
+            continue
+        kind = 0o100000 if fields.get("isreg", False) else 0o040000
+        mode = int(str(fields.get("mode", "0755")), 8)
+        lines.append(f"{'x' if fields.get('executable', True) else '-'} {kind | mode:x} {fields.get('uid', 0)} "
+                     f"{fields.get('gid', 0)} {path}")
+    return {"rc": 0, "stdout": "\n".join(lines)}, [path for path, _fields in entries]

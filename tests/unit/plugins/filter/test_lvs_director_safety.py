@@ -345,20 +345,15 @@ def test_a_flag_of_another_scheduler_or_a_repeated_flag_is_refused(scheduler, fl
     assert errors == [f"{host}: {KEY}.scheduler_flags {message}" for host in ("dir1", "dir2")]
 
 
-def test_stat_results_become_each_programs_facts_with_its_folders():  # 1
+def test_the_one_read_becomes_each_programs_facts_with_its_folders():  # 1
     from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_script_stats
 
-    results = [
-        {"item": "/usr/local/sbin/chk", "stat": {"exists": True, "isreg": True, "executable": True, "uid": 1000,
-                                                 "gid": 1000, "mode": "0755"}},
-        {"item": "/usr/local/sbin", "stat": {"exists": True, "isdir": True, "executable": True, "uid": 0, "gid": 0,
-                                             "mode": "0755"}},
-        {"item": "/", "stat": {"exists": True, "isdir": True, "executable": True, "uid": 0, "gid": 0,
-                               "mode": "0755"}},
-        {"item": "/gone", "stat": {"exists": False}},
-    ]
-    facts = lvs_director_script_stats(results)
-    folder = {"exists": True, "executable": True, "uid": 0, "gid": 0, "mode": "0755"}
+    paths = ["/usr/local/sbin/chk", "/usr/local/sbin", "/", "/gone"]
+    # lvs_director_script_stat_command's output: a line per path that exists, "x" where root may execute it, the
+    # raw st_mode in hex (0x81ed: a regular file, 0755; 0x41ed: a folder, 0755), uid, gid and the path.
+    read = {"rc": 0, "stdout": "x 81ed 1000 1000 /usr/local/sbin/chk\nx 41ed 0 0 /usr/local/sbin\nx 41ed 0 0 /"}
+    facts = lvs_director_script_stats(read, paths)
+    folder = {"exists": True, "executable": False, "uid": 0, "gid": 0, "mode": "0755"}
     # Folders come from / down; one that was not looked at (/usr, /usr/local here) is left out.
     assert facts["/usr/local/sbin/chk"] == {"exists": True, "executable": True, "uid": 1000, "gid": 1000,
                                             "mode": "0755", "folders": [{**folder, "path": "/"},

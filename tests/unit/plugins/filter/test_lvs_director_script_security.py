@@ -15,7 +15,7 @@ each fixture follows, from keepalived 2.2.7 (acassen/keepalived):
 from __future__ import annotations
 
 import pytest
-from lvs_director_pair import REAL_SERVERS, VIP, pair_settings
+from lvs_director_pair import REAL_SERVERS, VIP, pair_settings, script_read
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
     lvs_director_problems,
@@ -32,20 +32,16 @@ FIX = ("so keepalived's script security disables it (\"Unsafe permissions\"); ma
 
 
 def stat_results(**changed):
-    """What the preflight's stat loop returns for PROGRAM and every folder above it: root:root 0755 unless
-    ``changed`` ({path: fields}) says otherwise."""
-    results = []
-    for path in (PROGRAM, *FOLDERS):
-        stat = {"exists": True, "isreg": path == PROGRAM, "isdir": path != PROGRAM, "executable": True, "uid": 0,
-                "gid": 0, "mode": "0755", **changed.get(path, {})}
-        results.append({"item": path, "stat": stat})
-    return results
+    """What the preflight's one read returns for PROGRAM and every folder above it, and those paths: root:root 0755
+    unless ``changed`` ({path: fields}) says otherwise."""
+    return script_read([(path, {"exists": True, "isreg": path == PROGRAM, "executable": True, "uid": 0, "gid": 0,
+                                "mode": "0755", **changed.get(path, {})}) for path in (PROGRAM, *FOLDERS)])
 
 
 def findings(results=None, **both):
     """(errors, warnings) of the pair whose track script runs PROGRAM, as the preflight would see it."""
     base = {"vrrp_scripts": [{"name": "chk", "script": f"{PROGRAM} --fast"}],
-            "script_stats": lvs_director_script_stats(results if results is not None else stat_results())}
+            "script_stats": lvs_director_script_stats(*(results if results is not None else stat_results()))}
     found = lvs_director_problems([lvs_director_resolve(pair_settings(host, **{**base, **both}))
                                    for host in ("dir1", "dir2")])
     return [entry["message"] for entry in found["errors"]], [entry["message"] for entry in found["warnings"]]
@@ -71,9 +67,9 @@ def test_the_preflight_looks_at_every_folder_from_the_root_down():
 
 
 def test_each_program_carries_every_folder_above_it_from_the_root_down():
-    facts = lvs_director_script_stats(stat_results())
+    facts = lvs_director_script_stats(*stat_results())
     assert [folder["path"] for folder in facts[PROGRAM]["folders"]] == list(FOLDERS)
-    # A folder is no executable program (the stat module's isreg is false for it).
+    # A folder is no executable program (its mode's file type is a directory), though root may search it (test -x).
     assert facts[PROGRAM]["folders"][0] == {"path": "/", "exists": True, "executable": False, "uid": 0, "gid": 0,
                                             "mode": "0755"}
 
@@ -112,8 +108,8 @@ def test_what_keepalived_accepts_is_accepted(changed):
 
 
 def test_a_folder_the_preflight_did_not_look_at_is_skipped():
-    results = [result for result in stat_results() if result["item"] != "/usr"]
-    assert findings(results) == ([], [])
+    read, paths = stat_results()
+    assert findings((read, [path for path in paths if path != "/usr"])) == ([], [])
 
 
 def test_a_missing_program_is_named_as_missing_not_unsafe():
@@ -178,10 +174,10 @@ DEPLOYED_FOLDERS = ("/", "/etc", "/etc/keepalived", "/etc/keepalived/scripts")
 def deployed_findings(**changed):
     """(errors, warnings) of the pair whose track script runs DEPLOYED, which lvs_director_script_files deploys; the
     folders above it root:root 0755 unless ``changed`` ({path: fields}) says otherwise ({"exists": False}: missing)."""
-    results = [{"item": path, "stat": {"exists": True, "isdir": True, "uid": 0, "gid": 0, "mode": "0755",
-                                       **changed.get(path, {})}} for path in DEPLOYED_FOLDERS]
+    read = script_read([(path, {"exists": True, "uid": 0, "gid": 0, "mode": "0755", **changed.get(path, {})})
+                        for path in DEPLOYED_FOLDERS])
     both = {"vrrp_scripts": [{"name": "chk", "script": DEPLOYED}], "script_files": [DEPLOYED],
-            "script_stats": lvs_director_script_stats(results)}
+            "script_stats": lvs_director_script_stats(*read)}
     found = lvs_director_problems([lvs_director_resolve(pair_settings(host, **both)) for host in ("dir1", "dir2")])
     return [entry["message"] for entry in found["errors"]], [entry["message"] for entry in found["warnings"]]
 

@@ -108,3 +108,11 @@ def test_a_path_given_twice_is_refused(run_module, tmp_path):
     failed, result = run_module(file_set, {"files": [spec(tmp_path / "x", "1\n"), spec(tmp_path / "x", "2\n")]})
     assert failed and "each path may appear once" in result["msg"]
     assert not (tmp_path / "x").exists()
+
+
+def test_dest_names_the_destination_as_copy_and_template_call_it(run_module, tmp_path):
+    # The lvs_director role hands its lvs_director_script_files entries ({dest, content}) over as they are.
+    failed, result = run_module(file_set, {"files": [{"dest": str(tmp_path / "chk"), "content": "#!/bin/sh\n",
+                                                      "mode": "0755"}]})
+    assert not failed, result
+    assert result["changed_paths"] == [str(tmp_path / "chk")] and mode_of(tmp_path / "chk") == 0o755
