@@ -18,6 +18,7 @@ description:
     when every check passed does any file replace its destination (each by an atomic rename). A failed check changes
     nothing and names the file and the command's output.
   - Reports which paths changed (I(changed_paths)), so later tasks can notify a handler per file.
+  - The module does not write its arguments to the host's log.
 author:
   - hpc.balance maintainers (@hpc-balance)
 extends_documentation_fragment:
@@ -65,7 +66,10 @@ options:
         description: Create the destination's folder (owned by the module's user) with this mode when it is missing.
         type: raw
       diff:
-        description: Show this file's content in the diff. Set to C(false) for a file that holds a secret.
+        description:
+          - Show this file's content in the diff. Set to C(false) for a file that holds a secret; its content is then
+            also masked wherever it would appear in the module's result (the invocation's arguments included), as a
+            C(no_log) value is.
         type: bool
         default: true
 """
@@ -195,8 +199,12 @@ def main() -> None:
             },
         },
         supports_check_mode=True,
+        # The host's log never gets the files' contents (the arguments are not logged at all).
+        no_log=True,
     )
     specs = module.params["files"]
+    # A file shown with diff=false holds a secret: its content is masked in the whole result, invocation included.
+    module.no_log_values.update(spec["content"] for spec in specs if not spec["diff"] and spec["content"])
     paths = [spec["path"] for spec in specs]
     repeated = sorted({path for path in paths if paths.count(path) > 1})
     if repeated:

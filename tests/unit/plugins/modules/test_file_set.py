@@ -3,6 +3,7 @@ and a failed check writes nothing at all, check mode writes nothing and predicts
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -102,6 +103,14 @@ def test_diff_false_keeps_a_secret_out_of_the_diff(run_module, tmp_path):
                                            "_ansible_diff": True})
     assert not failed
     assert "hunter2" not in str(result["diff"])
+    # Nor anywhere else in the result: the invocation's arguments hold the content too.
+    assert "hunter2" not in json.dumps(result)
+    assert (tmp_path / "s").read_text() == "auth_pass hunter2\n"
+
+
+def test_a_file_with_diff_left_on_shows_its_content(run_module, tmp_path):
+    failed, result = run_module(file_set, {"files": [spec(tmp_path / "plain", "weight 3\n")], "_ansible_diff": True})
+    assert not failed and "weight 3" in str(result["diff"])
 
 
 def test_a_path_given_twice_is_refused(run_module, tmp_path):
