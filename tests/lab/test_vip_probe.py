@@ -12,6 +12,7 @@ import random
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,28 @@ def test_count_starts_the_range_again_after_its_end(server, tmp_path, monkeypatc
     state.write_text(str(start + 3))
     vip_probe.count(url, 2, state)
     assert seen == [start + 3, start]
+
+
+def test_hold_ends_when_its_stop_file_appears_and_says_when_the_last_echo_came(tmp_path):
+    """lvs-uml's false alarm ends its session once the real server is back, instead of after a fixed 40 s."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def echo():
+        conn, _address = listener.accept()
+        with conn, conn.makefile("rwb") as stream:
+            stream.write(b"rs-test\n")
+            stream.flush()
+            for line in stream:
+                stream.write(line)
+                stream.flush()
+
+    threading.Thread(target=echo, daemon=True).start()
+    stop, out = tmp_path / "stop", tmp_path / "hold.json"
+    threading.Timer(1.2, stop.touch).start()
+    started = time.time()
+    result = vip_probe.hold("127.0.0.1", port, 1, 30, out, stop)
+    listener.close()
+    assert time.time() - started < 5
+    assert result["errors"] == [] and result["by_server"] == {"rs-test": 1} and result["exchanges"] >= 2
+    assert started < result["last_echo_s"] <= time.time()

@@ -351,8 +351,8 @@ def test_the_write_checks_keepalived_conf_again_only_when_this_render_was_not_ch
     # Issue 27: keepalived -t ran twice on a changing run (once in the preflight, once in the write's validate), and
     # the template module paid five round trips; file_set pays one, and masks the file in its result when it holds
     # an auth_pass (diff false), as the template module's diff: false kept it out of the diff.
-    write = by_name(tasks("lvs_director", "tasks/config.yml"),
-                    "Write keepalived.conf (checked with keepalived -t first; a broken file never replaces the live one)")
+    write = by_name(tasks("lvs_director", "tasks/config.yml"), "Write keepalived.conf (checked with keepalived -t "
+                    "first; a broken file never replaces the live one)")
     (spec,) = write["hpc.balance.file_set"]["files"]
     assert "combine({} if lvs_director_config_checked_sha1 | default('') == lvs_director_config_sha1 else" in spec
     assert "{'validate': lvs_director_config_test}" in spec and "'mode': '0640'" in spec

@@ -15,10 +15,11 @@ Each real server of the scenario answers with its own name, so the client sees w
                                              (seconds after SINCE), and the connections that failed meanwhile
   vip_probe.py gaps LOG SINCE_EPOCH_S        the longest time without an answer after SINCE (between two answers, any
                                              server), the failed connections and the answers, as JSON
-  vip_probe.py hold HOST PORT N SECONDS OUT  N TCP sessions to the session service (it greets with its name, then
-                                             echoes lines), each sending a line every 0.5 s for SECONDS; writes
-                                             OUT.connected once all are open, then OUT: {"by_server", "exchanges",
-                                             "errors"}
+  vip_probe.py hold HOST PORT N SECONDS OUT [STOP_FILE]
+                                             N TCP sessions to the session service (it greets with its name, then
+                                             echoes lines), each sending a line every 0.5 s for SECONDS, or until
+                                             STOP_FILE exists; writes OUT.connected once all are open, then OUT:
+                                             {"by_server", "exchanges", "errors", "last_echo_s" (epoch)}
   vip_probe.py stream HOST PORT N SECONDS OUT
                                              N TCP sessions to the session service, each sending a byte (an empty
                                              line) every 0.1 s for SECONDS and timing the echoes; writes
@@ -158,9 +159,10 @@ def gaps(records: list[dict], since_s: float) -> dict:
     }
 
 
-def hold(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict:
-    """N long TCP sessions through the VIP; every line sent must come back on the same session."""
-    opened, by_server, errors, exchanges = [], Counter(), [], 0
+def hold(host: str, port: int, sessions: int, seconds: float, out: Path, stop_file: Path | None = None) -> dict:
+    """N long TCP sessions through the VIP; every line sent must come back on the same session. They end after
+    ``seconds``, or earlier once ``stop_file`` exists (a check that knows when its event is over ends them then)."""
+    opened, by_server, errors, exchanges, last_echo_s = [], Counter(), [], 0, None
     for _session in range(sessions):
         conn = socket.create_connection((host, port), timeout=2.0)
         reader = conn.makefile("r")
@@ -169,19 +171,21 @@ def hold(host: str, port: int, sessions: int, seconds: float, out: Path) -> dict
         opened.append((conn, reader, name))
     out.with_name(out.name + ".connected").write_text(json.dumps(by_server))
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and len(errors) < 10:
+    while time.monotonic() < deadline and len(errors) < 10 and not (stop_file and stop_file.exists()):
         for conn, reader, name in opened:
             try:
                 conn.sendall(b"ping\n")
                 if reader.readline() != "ping\n":
                     errors.append(f"{name}: no echo")
+                else:
+                    last_echo_s = time.time()
                 exchanges += 1
             except OSError as error:
                 errors.append(f"{name}: {type(error).__name__}: {error}")
         time.sleep(0.5)
     for conn, _reader, _name in opened:
         conn.close()
-    result = {"by_server": dict(by_server), "exchanges": exchanges, "errors": errors}
+    result = {"by_server": dict(by_server), "exchanges": exchanges, "errors": errors, "last_echo_s": last_echo_s}
     out.write_text(json.dumps(result))
     return result
 
@@ -336,7 +340,9 @@ def main(argv: list[str]) -> int:
         print(json.dumps(gaps([json.loads(line) for line in lines if line], float(arguments[1]))))
         return 0
     if command == "hold":
-        result = hold(arguments[0], int(arguments[1]), int(arguments[2]), float(arguments[3]), Path(arguments[4]))
+        stop_file = Path(arguments[5]) if len(arguments) > 5 else None
+        result = hold(arguments[0], int(arguments[1]), int(arguments[2]), float(arguments[3]), Path(arguments[4]),
+                      stop_file)
         return 0 if not result["errors"] else 1
     if command == "stream":
         result = stream(arguments[0], int(arguments[1]), int(arguments[2]), float(arguments[3]), Path(arguments[4]))
