@@ -82,7 +82,9 @@ MOLECULE_SCENARIOS := default lvs-netns lvs-uml gpu-moe
 BACKGROUND_STEPS := lint sanity units bench-quick galaxy-check $(CORE_STEPS)
 TEST_STEPS := setup test-folders $(addprefix bg:,$(BACKGROUND_STEPS)) moe-test gpu-check ee \
 	$(addprefix molecule:,$(MOLECULE_SCENARIOS))
-CHECK_STEPS := test-folders lint sanity galaxy-check units moe-test bench-quick
+# make check runs in two lanes at one priority, so that both cores stay busy: lint, sanity and Galaxy's import
+# checks (one process at a time, mostly) beside the units, the package tests and the quick benchmarks (pytest-xdist).
+CHECK_STEPS := test-folders $(addprefix beside:,lint sanity galaxy-check) units moe-test bench-quick
 require = @for p in $(1); do [ -e "$(ROOT)/$$p" ] || { echo "make: $$p is missing; it is listed in the Makefile and \
 	make test must not run without it (update the Makefile if it moved)" >&2; exit 1; }; done
 

@@ -7,9 +7,11 @@ it), so a slow step is seen in the run that made it slow. Standard library only:
                                                  `make molecule SCENARIO=NAME`); stop at the first failure; print
                                                  the table either way, then the failed step's summary (what
                                                  it wrote to $STEP_FAILURE_SUMMARY); exit with its status.
-                                                 `bg:STEP` steps run as one chain beside the others, started
-                                                 where the first is listed and waited for before the table;
-                                                 a failed one stops the others before their next step
+                                                 `bg:STEP` steps run as one chain beside the others at the
+                                                 lowest priority, started where the first is listed and
+                                                 waited for before the table; a failed one stops the others
+                                                 before their next step. `beside:STEP` steps do the same at
+                                                 the foreground's own priority (make check's second lane)
     step_times.py phases TIMES_TSV SCENARIO      copy stdin to stdout and record each molecule phase's wall time
     step_times.py table TIMES_TSV                print the table of what TIMES_TSV holds
 """
@@ -25,7 +27,9 @@ import time
 from pathlib import Path
 
 SUMMARY_LINES = 20
-BACKGROUND_NICENESS = 19
+# The chains beside the foreground, by step prefix: (niceness, how the table marks their steps). `bg:` steps need
+# only CPU and no deadline, and take what the lab's waits leave idle; `beside:` steps share the cores as equals.
+CHAINS = {"bg:": (19, "in the background"), "beside:": (0, "beside the others")}
 BACKGROUND_LOG_LINES = 40
 # molecule 26 announces each action of a scenario's test sequence as "INFO     [<scenario> > <action>] Executing".
 PHASE_LINE = re.compile(r"\[(?P<scenario>[\w.-]+) > (?P<phase>[\w-]+)\] Executing$")
@@ -49,17 +53,21 @@ def _make_command(root: Path, step: str) -> list[str]:
 
 
 class BackgroundChain:
-    """The `bg:` steps, one after another in a thread, at the lowest CPU priority, each logged to a file of its own.
+    """A chain's steps, one after another in a thread, at the chain's CPU priority, each logged to a file of its own.
 
-    They are the steps that need only CPU and have no deadline (lint, sanity, units, Galaxy's import checks):
+    make test's `bg:` steps need only CPU and have no deadline (lint, sanity, units, Galaxy's import checks):
     started beside the foreground, whose scenarios spend much of their wall time waiting on real time (sessions,
-    reboots, VRRP adverts), they use the cores it leaves idle. The guests run at a raised priority, so the lab's
-    timing does not wait for them. The first failure stops the chain, and the foreground before its next step; the
-    run's status is its failure or the foreground's.
+    reboots, VRRP adverts), they use the cores it leaves idle at the lowest priority. The guests run at a raised
+    priority, so the lab's timing does not wait for them. make check's `beside:` steps are a second lane at the
+    foreground's priority: two single-process lanes keep both cores busy. The first failure anywhere (``stop``, shared
+    by the chains) stops every chain and the foreground before their next step; the run's status is the first
+    failure's.
     """
 
-    def __init__(self, root: Path, times_tsv: Path, steps: list[str]) -> None:
+    def __init__(self, root: Path, times_tsv: Path, steps: list[str], niceness: int, marked: str,
+                 stop: threading.Event) -> None:
         self.root, self.times_tsv, self.steps = root, times_tsv, steps
+        self.niceness, self.marked, self.stop = niceness, marked, stop
         self.status = 0
         self.failed_log: Path | None = None
         self.logs_dir = times_tsv.parent / "logs"
@@ -71,16 +79,19 @@ class BackgroundChain:
     def _run(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         for step in self.steps:
+            if self.stop.is_set():
+                return
             started = time.monotonic()
             with self.log_path(step).open("w", encoding="utf-8") as log:
                 self.status = subprocess.call(
-                    ["nice", "-n", str(BACKGROUND_NICENESS), *_make_command(self.root, step)], stdout=log,
+                    ["nice", "-n", str(self.niceness), *_make_command(self.root, step)], stdout=log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     env=dict(os.environ, STEP_TIMES_TSV=os.devnull, STEP_FAILURE_SUMMARY=os.devnull))
             status = "ok" if self.status == 0 else f"failed ({self.status})"
-            _append(self.times_tsv, "step", step, time.monotonic() - started, f"{status}, in the background")
+            _append(self.times_tsv, "step", step, time.monotonic() - started, f"{status}, {self.marked}")
             if self.status != 0:
                 self.failed_log = self.log_path(step)
+                self.stop.set()
                 return
 
     def join(self) -> int:
@@ -100,22 +111,27 @@ class BackgroundChain:
 def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
     """Each step through make, timed; the first failure stops the run (as make's own prerequisites would).
 
-    The `bg:` steps start together, as one chain (BackgroundChain), when the first of them is reached; the run waits
-    for them before the table. A failed background step stops the foreground before its next step.
+    The steps of one prefix (CHAINS) start together, as one chain (BackgroundChain), when the first of them is
+    reached; the run waits for every chain before the table. A failed step stops every other before its next step.
     """
     times_tsv.unlink(missing_ok=True)
     summary = failure_summary_path(times_tsv)
     summary.unlink(missing_ok=True)
     root = Path(__file__).resolve().parents[1]
     run_started = time.monotonic()
-    chain = BackgroundChain(root, times_tsv, [step[3:] for step in steps if step.startswith("bg:")])
+    stop = threading.Event()
+    chains = {}
+    for prefix, (niceness, marked) in CHAINS.items():
+        chain_steps = [step.removeprefix(prefix) for step in steps if step.startswith(prefix)]
+        chains[prefix] = BackgroundChain(root, times_tsv, chain_steps, niceness, marked, stop)
     status = 0
     for step in steps:
-        if step.startswith("bg:"):
-            if chain.thread.ident is None:
-                chain.thread.start()
+        prefix = next((prefix for prefix in chains if step.startswith(prefix)), None)
+        if prefix is not None:
+            if chains[prefix].thread.ident is None:
+                chains[prefix].thread.start()
             continue
-        if chain.status != 0:
+        if stop.is_set():
             break
         started = time.monotonic()
         status = subprocess.call(
@@ -123,8 +139,9 @@ def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
             env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv), STEP_FAILURE_SUMMARY=str(summary)))
         _append(times_tsv, "step", step, time.monotonic() - started, "ok" if status == 0 else f"failed ({status})")
         if status != 0:
+            stop.set()
             break
-    background_status = chain.join()
+    background_status = next((code for code in [chain.join() for chain in chains.values()] if code), 0)
     _append(times_tsv, "total", "total", time.monotonic() - run_started, "")
     print_table(times_tsv)
     if status != 0 and summary.exists():
@@ -174,7 +191,7 @@ def print_table(times_tsv: Path) -> None:
     for kind, name, seconds, status in rows:
         if kind != "step":
             continue
-        if "in the background" not in status:
+        if not any(marked in status for _niceness, marked in CHAINS.values()):
             total += float(seconds)
         print(f"{name:<34}{_minutes(float(seconds)):>10}  {status}")
         for phase, phase_seconds in phases.get(name.partition(":")[2], []):
