@@ -284,7 +284,9 @@ def test_keepalived_checks_this_runs_config_before_any_file_of_the_director_chan
     script = test["ansible.builtin.command"]["argv"][-1]
     assert "mktemp -d {{ lvs_director_check_folder }}" in script and "trap 'rm -rf -- \"$folder\"' EXIT" in script
     assert "--config-test --all-config --use-file \"$folder/keepalived.conf\"" in script
-    assert test["ansible.builtin.command"]["stdin"] == "{{ lookup('ansible.builtin.template', 'keepalived.conf.j2') }}"
+    assert test["ansible.builtin.command"]["stdin"] == "{{ lvs_director_config_render }}"
+    assert load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_config_render"] == (
+        "{{ lookup('ansible.builtin.template', 'keepalived.conf.j2') }}")
     assert test["no_log"] is True and test["check_mode"] is False
     assert load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_check_folder"].startswith("/run/")
 
