@@ -158,21 +158,26 @@ def _content_diff(spec: dict[str, Any], before: bytes | None) -> dict[str, str]:
 
 
 def _stage(module: AnsibleModule, spec: dict[str, Any], content: bytes) -> tuple[str | None, str | None]:
-    """Write content to a temporary file beside the destination and run the file's validate command on it."""
+    """Write content to a temporary file beside the destination and run the file's validate command on it.
+
+    Returns the staged file's path, or None and what went wrong: the caller removes every file it staged before it
+    fails, so a failure leaves no temporary file behind.
+    """
     folder = os.path.dirname(spec["path"]) or "."
-    if not os.path.isdir(folder):
-        if spec["parent_mode"] is None:
-            module.fail_json(msg=f"{spec['path']}: its folder {folder} does not exist (give parent_mode to create it); "
-                                 "nothing was written")
-        os.makedirs(folder)
-        module.set_mode_if_different(folder, spec["parent_mode"], False)
-    handle, staged = tempfile.mkstemp(prefix=".file_set.", dir=folder)
-    with os.fdopen(handle, "wb") as out:
-        out.write(content)
+    if spec["validate"] and "%s" not in spec["validate"]:
+        return None, f"{spec['path']}: validate must contain %s: {spec['validate']}"
+    try:
+        if not os.path.isdir(folder):
+            if spec["parent_mode"] is None:
+                return None, f"{spec['path']}: its folder {folder} does not exist (give parent_mode to create it)"
+            os.makedirs(folder)
+            module.set_mode_if_different(folder, spec["parent_mode"], False)
+        handle, staged = tempfile.mkstemp(prefix=".file_set.", dir=folder)
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+    except OSError as error:
+        return None, f"{spec['path']}: {error}"
     if spec["validate"]:
-        if "%s" not in spec["validate"]:
-            os.unlink(staged)
-            module.fail_json(msg=f"{spec['path']}: validate must contain %s: {spec['validate']}")
         argv = [word.replace("%s", staged) for word in shlex.split(spec["validate"])]
         rc, out, err = module.run_command(argv)
         if rc != 0:

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
+import jinja2
 import pytest
 from lvs_role_files import ROLES, load_yaml
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_realserver import IPV6_SWITCHES
+
+WRITE_STEP = "Write keepalived.conf and the director's other files (every changed file checked before any is replaced)"
+AFTER_STEP = ("Read keepalived's processes after lvs_director_settle_s, and wait until this intended master holds its "
+              "VIPs")
 
 
 def tasks(role, name):
@@ -47,19 +53,27 @@ def test_a_reload_that_an_earlier_run_left_pending_is_notified_again():  # 4
     assert "'reload_marker': ['test', '-e', lvs_director_reload_marker_path]" in " ".join(
         load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")["lvs_director_read_commands"].split())
     config = tasks("lvs_director", "tasks/config.yml")
-    write = by_name(config, "Write keepalived.conf (checked with keepalived -t first; a broken file never replaces the "
-                            "live one)")
-    assert write["notify"] == "Reload keepalived"
-    assert write["changed_when"] == ("lvs_director_config.changed or (lvs_director_host_reads.reads.reload_marker.rc"
-                                     " == 0 and lvs_director_was_running)")
-    mark = by_name(config, "Mark the reload as pending before keepalived.conf changes, until a handler has run it")
-    assert mark["when"] == "not lvs_director_config_current and lvs_director_was_running"
-    # Right before keepalived.conf (issue 28, defect 18): a run stopped in the write step itself, or by any later
-    # step, leaves the reload due.
-    assert config.index(mark) == config.index(write) - 1
-    forget = by_name(tasks("lvs_director", "handlers/main.yml"), "Forget the pending reload")
-    assert forget["listen"] == ["Reload keepalived", "Restart keepalived"]
-    assert forget["ansible.builtin.file"] == {"path": "{{ lvs_director_reload_marker_path }}", "state": "absent"}
+    write = by_name(config, WRITE_STEP)
+    files = " ".join(write["hpc.balance.file_set"]["files"].split())
+    # Issue 28, defect 18: each marker is written in the same step as the files it is about and before them, so a run
+    # stopped by a peer after that step still leaves the reload (or restart) due.
+    order = ["lvs_director_reload_marker if lvs_director_write_config and lvs_director_was_running",
+             "lvs_director_restart_marker if not lvs_director_restart_files_current and lvs_director_was_running",
+             "'path': lvs_director_config_path", "+ lvs_director_other_files"]
+    assert [files.index(part) for part in order] == sorted(files.index(part) for part in order)
+    assert write["vars"]["lvs_director_write_config"] == "{{ not lvs_director_config_current }}"
+    assert write["register"] == "lvs_director_files"
+    reload = by_name(config, "Reload keepalived for a changed keepalived.conf, or for a reload an earlier run left "
+                             "pending")
+    assert config.index(reload) == config.index(write) + 1
+    assert reload["notify"] == "Reload keepalived" and reload["register"] == "lvs_director_config"
+    assert " ".join(reload["when"].split()) == (
+        "lvs_director_config_path in lvs_director_files.changed_paths or "
+        "(lvs_director_host_reads.reads.reload_marker.rc == 0 and lvs_director_was_running)")
+    # The marker goes in the step that checks keepalived runs after the reload or restart (see the test of its script
+    # below), not in a handler of its own: one round trip fewer on each changing run.
+    assert [h["name"] for h in tasks("lvs_director", "handlers/main.yml")] == [
+        "Restart keepalived on one director at a time, backups first, the master last", "Reload keepalived"]
 
 
 def test_restarts_roll_over_the_directors_backups_first_the_master_last():  # 5
@@ -340,12 +354,12 @@ def test_a_rerun_pays_no_round_trip_per_script_folder_or_marker():
     create = by_name(steps, "Create the missing folders of the scripts the role deploys (root-owned, 0755)")
     # Only the folders the preflight's read did not find are created: none on a rerun.
     assert "reject('in', lvs_director_resolved.script_stats" in create["loop"]
-    text = by_name(steps, "Install the scripts keepalived runs that are given as text")
-    assert "loop" not in text and "rejectattr('src', 'defined')" in text["hpc.balance.file_set"]["files"]
-    for name in ("Mark the reload as pending before keepalived.conf changes, until a handler has run it",
-                 "Mark the restart as pending before DAEMON_ARGS or the unit drop-in changes, until the rolling "
-                 "restart did it"):
-        (marker,) = by_name(steps, name)["hpc.balance.file_set"]["files"]
+    write = by_name(steps, WRITE_STEP)
+    # The scripts given as text, both markers, keepalived.conf and the other files: one round trip, however many.
+    assert "loop" not in write
+    assert "lvs_director_script_files | rejectattr('src', 'defined')" in write["hpc.balance.file_set"]["files"]
+    for name in ("lvs_director_reload_marker", "lvs_director_restart_marker"):
+        (marker,) = write["vars"][name]
         assert marker["owner"] == "root" and marker["mode"] == "0644"
 
 
@@ -353,11 +367,43 @@ def test_the_write_checks_keepalived_conf_again_only_when_this_render_was_not_ch
     # Issue 27: keepalived -t ran twice on a changing run (once in the preflight, once in the write's validate), and
     # the template module paid five round trips; file_set pays one, and masks the file in its result when it holds
     # an auth_pass (diff false), as the template module's diff: false kept it out of the diff.
-    write = by_name(tasks("lvs_director", "tasks/config.yml"), "Write keepalived.conf (checked with keepalived -t "
-                    "first; a broken file never replaces the live one)")
-    (spec,) = write["hpc.balance.file_set"]["files"]
+    write = by_name(tasks("lvs_director", "tasks/config.yml"), WRITE_STEP)
+    spec = " ".join(write["hpc.balance.file_set"]["files"].split())
     assert "combine({} if lvs_director_config_checked_sha1 | default('') == lvs_director_config_sha1 else" in spec
     assert "{'validate': lvs_director_config_test}" in spec and "'mode': '0640'" in spec
     assert "'diff': lvs_director_resolved.vrrp_instances | selectattr('auth_pass', 'string')" in spec
     assert "--config-test --all-config --use-file" in write["vars"]["lvs_director_config_test"]
     assert "test -s" in write["vars"]["lvs_director_config_test"]
+
+
+@pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip")
+@pytest.mark.parametrize("running", [True, False])
+def test_one_step_after_a_reload_reads_keepalived_forgets_the_marker_and_waits_for_the_vips(tmp_path, running):
+    # Issue 27: the process read, the marker's removal and the VIP wait were three steps (the wait one more round
+    # trip per poll); now one command. Run here against this host's real `ip -o addr show`: 127.0.0.1/8 is on lo,
+    # 198.18.0.250/32 (the lab's prefix, never configured outside the lab) is on no interface here.
+    step = by_name(tasks("lvs_director", "tasks/service.yml"), AFTER_STEP)
+    assert step["register"] == "lvs_director_pids_after"
+    assert "lvs_director_reload_marker_path if lvs_director_service_touched else ''" in step["ansible.builtin.command"][
+        "argv"]
+    script = jinja2.Template(step["vars"]["lvs_director_after_script"]).render(
+        lvs_director_running_pids="echo 4242" if running else "echo; false")
+    marker = tmp_path / "reload-pending"
+    marker.write_text("pending\n")
+    outcome = subprocess.run(["/bin/sh", "-c", script, "sh", "0", "3", "0.05", str(marker), "127.0.0.1/8",
+                              "198.18.0.250/32"], capture_output=True, text=True, timeout=30, check=False)
+    if not running:
+        # keepalived is not running: the check fails on rc, and the reload stays due.
+        assert outcome.returncode == 1
+        assert marker.exists()
+        return
+    assert outcome.returncode == 0, outcome.stderr
+    lines = outcome.stdout.splitlines()
+    assert lines[0] == "4242" and not marker.exists()
+    # What vars/main.yml's lvs_director_missing_vips reads from this output (the same regex): the held VIP is found,
+    # the other is missing after the polls ran out.
+    held = re.findall(r"inet6? (\S+)", outcome.stdout)
+    assert "127.0.0.1/8" in held and "198.18.0.250/32" not in held
+    role_vars = load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")
+    missing_vips = " ".join(role_vars["lvs_director_missing_vips"].split())
+    assert "lvs_director_pids_after.stdout | default('') | regex_findall('inet6? (\\S+)')" in missing_vips

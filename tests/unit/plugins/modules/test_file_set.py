@@ -98,6 +98,17 @@ def test_a_missing_folder_is_created_only_with_parent_mode(run_module, tmp_path)
     assert mode_of(tmp_path / "d") == 0o750 and (tmp_path / "d" / "f").read_text() == "x\n"
 
 
+def test_a_file_that_cannot_be_staged_writes_none_and_leaves_no_temporary_file(run_module, tmp_path):
+    """lvs_director writes a pending-reload marker and keepalived.conf in the same set as its other files: when a
+    later file's folder is missing, the marker staged before it must not stay behind as a temporary file, and neither
+    destination may change."""
+    failed, result = run_module(file_set, {"files": [
+        spec(tmp_path / "marker", "pending\n"), spec(tmp_path / "missing" / "f", "x\n")]})
+    assert failed and result["msg"].startswith("file_set: nothing was written. ")
+    assert "its folder" in result["msg"] and not (tmp_path / "marker").exists()
+    assert os.listdir(tmp_path) == []
+
+
 def test_diff_false_keeps_a_secret_out_of_the_diff(run_module, tmp_path):
     failed, result = run_module(file_set, {"files": [spec(tmp_path / "s", "auth_pass hunter2\n", diff=False)],
                                            "_ansible_diff": True})
