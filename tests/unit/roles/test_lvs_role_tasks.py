@@ -15,7 +15,7 @@ from lvs_role_files import ROLES, load_yaml
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_realserver import IPV6_SWITCHES
 
-WRITE_STEP = "Write keepalived.conf and the director's other files (every changed file checked before any is replaced)"
+WRITE_STEP = "Write keepalived.conf and the director's other files (every changed file staged before any is replaced)"
 AFTER_STEP = ("Read keepalived's processes after lvs_director_settle_s, and wait until this intended master holds its "
               "VIPs")
 
@@ -363,17 +363,25 @@ def test_a_rerun_pays_no_round_trip_per_script_folder_or_marker():
         assert marker["owner"] == "root" and marker["mode"] == "0644"
 
 
-def test_the_write_checks_keepalived_conf_again_only_when_this_render_was_not_checked():
-    # Issue 27: keepalived -t ran twice on a changing run (once in the preflight, once in the write's validate), and
-    # the template module paid five round trips; file_set pays one, and masks the file in its result when it holds
-    # an auth_pass (diff false), as the template module's diff: false kept it out of the diff.
-    write = by_name(tasks("lvs_director", "tasks/config.yml"), WRITE_STEP)
+def test_the_write_step_writes_only_the_render_keepalived_t_accepted_and_checks_it_once():
+    # Issue 27: keepalived -t ran twice on a changing run (once before any change, once in the write's validate),
+    # and its command was spelled twice. tasks/validate.yml checks the render before any file changes; the write
+    # step only asserts (on the controller) that it writes that very render, and masks the file in its result when it
+    # holds an auth_pass (diff false), as the template module's diff: false kept it out of the diff.
+    config = tasks("lvs_director", "tasks/config.yml")
+    write = by_name(config, WRITE_STEP)
     spec = " ".join(write["hpc.balance.file_set"]["files"].split())
-    assert "combine({} if lvs_director_config_checked_sha1 | default('') == lvs_director_config_sha1 else" in spec
-    assert "{'validate': lvs_director_config_test}" in spec and "'mode': '0640'" in spec
+    assert "validate" not in spec and "'mode': '0640'" in spec
     assert "'diff': lvs_director_resolved.vrrp_instances | selectattr('auth_pass', 'string')" in spec
-    assert "--config-test --all-config --use-file" in write["vars"]["lvs_director_config_test"]
-    assert "test -s" in write["vars"]["lvs_director_config_test"]
+    check = config[config.index(write) - 1]
+    assert check["ansible.builtin.assert"]["that"] == (
+        "lvs_director_config_checked_sha1 | default('') == lvs_director_config_sha1")
+    assert check["when"] == "not lvs_director_config_current and not ansible_check_mode"
+    text = " ".join(str(tasks("lvs_director", "tasks/" + name)) for name in ("config.yml", "service.yml", "state.yml"))
+    assert "--config-test" not in text
+    (validate,) = tasks("lvs_director", "tasks/validate.yml")[0]["block"][:1]
+    assert "--config-test --all-config --use-file" in validate["ansible.builtin.command"]["argv"][2]
+    assert "test -s" in validate["ansible.builtin.command"]["argv"][2]
 
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip")
