@@ -119,7 +119,8 @@ def _run_take_back(tmp_path: Path, table: list[str],
     task, block_vars = _restart_block_step(TAKE_BACK)
     host = {"lvs_director_init": "systemd", "lvs_director_resolved": {"virtual_servers": SERVICES}}
     context = {"lvs_director_restart_host": "dir1", "hostvars": {"dir1": host},
-               "lvs_director_config_path": str(conf)}
+               "lvs_director_config_path": str(conf),
+               "lvs_director_reload_commands": VARS["lvs_director_reload_commands"]}
     context.update({name: jinja2.nativetypes.NativeEnvironment().from_string(value).render(**context)
                     for name, value in {**block_vars, **task["vars"]}.items()})
     script = jinja2.Environment().from_string(task["ansible.builtin.shell"]).render(

@@ -16,7 +16,7 @@ from lvs_role_files import ROLES, load_yaml
 from ansible_collections.hpc.balance.plugins.filter.lvs_realserver import IPV6_SWITCHES
 
 WRITE_STEP = "Write keepalived.conf and the director's other files (every changed file staged before any is replaced)"
-AFTER_STEP = ("Read keepalived's processes after lvs_director_settle_s, and wait until this intended master holds its "
+AFTER_STEP = ("Reload keepalived if keepalived.conf changed, then check it runs and this intended master holds its "
               "VIPs")
 
 
@@ -63,17 +63,25 @@ def test_a_reload_that_an_earlier_run_left_pending_is_notified_again():  # 4
     assert [files.index(part) for part in order] == sorted(files.index(part) for part in order)
     assert write["vars"]["lvs_director_write_config"] == "{{ not lvs_director_config_current }}"
     assert write["register"] == "lvs_director_files"
-    reload = by_name(config, "Reload keepalived for a changed keepalived.conf, or for a reload an earlier run left "
-                             "pending")
+    reload = by_name(config, "Note that keepalived reloads, for a changed keepalived.conf or a reload an earlier run "
+                             "left pending")
     assert config.index(reload) == config.index(write) + 1
-    assert reload["notify"] == "Reload keepalived" and reload["register"] == "lvs_director_config"
+    assert "notify" not in reload and reload["register"] == "lvs_director_config"
     assert " ".join(reload["when"].split()) == (
         "lvs_director_config_path in lvs_director_files.changed_paths or "
         "(lvs_director_host_reads.reads.reload_marker.rc == 0 and lvs_director_was_running)")
-    # The marker goes in the step that checks keepalived runs after the reload or restart (see the test of its script
-    # below), not in a handler of its own: one round trip fewer on each changing run.
+    # The reload and the marker's removal go in the step that checks keepalived runs after the reload or restart (see
+    # the test of its script below), not in handlers of their own: two round trips fewer on each changing run.
     assert [h["name"] for h in tasks("lvs_director", "handlers/main.yml")] == [
-        "Restart keepalived on one director at a time, backups first, the master last", "Reload keepalived"]
+        "Restart keepalived on one director at a time, backups first, the master last"]
+    role_vars = load_yaml(ROLES / "lvs_director" / "vars" / "main.yml")
+    assert " ".join(role_vars["lvs_director_reload_now"].split()) == (
+        "{{ not ansible_check_mode and lvs_director_was_running and not lvs_director_restart_due "
+        "and lvs_director_config is changed }}")
+    # The command the service module ran for state=reloaded (ansible.builtin.service: `systemctl reload NAME` with
+    # systemd; the init script's `reload` action otherwise), also used by the rolling restart's handover.
+    assert role_vars["lvs_director_reload_commands"] == {
+        "systemd": "systemctl reload keepalived", "sysv": "/etc/init.d/keepalived reload"}
 
 
 def test_restarts_roll_over_the_directors_backups_first_the_master_last():  # 5
@@ -385,21 +393,31 @@ def test_the_write_step_writes_only_the_render_keepalived_t_accepted_and_checks_
 
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip")
-@pytest.mark.parametrize("running", [True, False])
-def test_one_step_after_a_reload_reads_keepalived_forgets_the_marker_and_waits_for_the_vips(tmp_path, running):
-    # Issue 27: the process read, the marker's removal and the VIP wait were three steps (the wait one more round
-    # trip per poll); now one command. Run here against this host's real `ip -o addr show`: 127.0.0.1/8 is on lo,
-    # 198.18.0.250/32 (the lab's prefix, never configured outside the lab) is on no interface here.
+@pytest.mark.parametrize(("running", "reload"), [(True, ""), (True, "true"), (False, ""), (True, "false")])
+def test_one_step_after_a_reload_reloads_reads_keepalived_forgets_the_marker_and_waits_for_the_vips(
+        tmp_path, running, reload):
+    # Issue 27: the reload, the process read, the marker's removal and the VIP wait were four steps (the wait one more
+    # round trip per poll); now one command. Run here against this host's real `ip -o addr show`: 127.0.0.1/8 is on
+    # lo, 198.18.0.250/32 (the lab's prefix, never configured outside the lab) is on no interface here. `true` and
+    # `false` stand in for a reload command that works and one that fails.
     step = by_name(tasks("lvs_director", "tasks/service.yml"), AFTER_STEP)
     assert step["register"] == "lvs_director_pids_after"
-    assert "lvs_director_reload_marker_path if lvs_director_service_touched else ''" in step["ansible.builtin.command"][
-        "argv"]
+    argv = step["ansible.builtin.command"]["argv"]
+    assert "lvs_director_reload_marker_path if lvs_director_service_touched else ''" in argv
+    assert "(lvs_director_reload_commands[lvs_director_init] if lvs_director_reload_now else '')" in argv
+    assert step["changed_when"] == "lvs_director_reload_now and lvs_director_pids_after.rc != 2"
     script = jinja2.Template(step["vars"]["lvs_director_after_script"]).render(
         lvs_director_running_pids="echo 4242" if running else "echo; false")
     marker = tmp_path / "reload-pending"
     marker.write_text("pending\n")
-    outcome = subprocess.run(["/bin/sh", "-c", script, "sh", "0", "3", "0.05", str(marker), "127.0.0.1/8",
+    outcome = subprocess.run(["/bin/sh", "-c", script, "sh", reload, "0", "3", "0.05", str(marker), "127.0.0.1/8",
                               "198.18.0.250/32"], capture_output=True, text=True, timeout=30, check=False)
+    if reload == "false":
+        # The reload failed: exit 2, named on stderr, nothing read, and the reload stays due.
+        assert outcome.returncode == 2 and outcome.stdout == ""
+        assert "false failed (exit 1)" in outcome.stderr
+        assert marker.exists()
+        return
     if not running:
         # keepalived is not running: the check fails on rc, and the reload stays due.
         assert outcome.returncode == 1
