@@ -43,15 +43,32 @@ def test_phases_passes_the_output_through_and_records_each_phase_of_its_scenario
 
 def test_the_table_lists_steps_with_their_phases_and_the_total(tmp_path):
     times = tmp_path / "times.tsv"
+    # A times file of an older run (four columns) reads as well as one with the CPU columns.
     times.write_text("phase\tlvs-uml:converge\t61.0\t\n"
                      "step\tlint\t30.5\tok\n"
-                     "step\tmolecule:lvs-uml\t90.0\tfailed (2)\n")
+                     "step\tmolecule:lvs-uml\t90.0\tfailed (2)\t12.5\t97\n")
     table = subprocess.run([sys.executable, str(TOOL), "table", str(times)], capture_output=True, text=True,
                            check=True).stdout
-    assert re.search(r"^lint +0:30\.5  ok$", table, re.M)
-    assert re.search(r"^molecule:lvs-uml +1:30\.0  failed \(2\)$", table, re.M)
+    assert re.search(r"^lint +0:30\.5 +ok$", table, re.M)
+    assert re.search(r"^molecule:lvs-uml +1:30\.0 +0:12\.5 +97 %  failed \(2\)$", table, re.M)
     assert re.search(r"^    converge +1:01\.0$", table, re.M)
-    assert re.search(r"^total +2:00\.5$", table, re.M)
+    assert re.search(r"^total +2:00\.5 +0:12\.5$", table, re.M)
+
+
+def test_each_step_s_cpu_time_and_the_cores_busy_share_are_measured(tmp_path):
+    """A step that burns CPU shows its own CPU time (a grandchild's included) and a busy machine; a sleeping one
+    shows almost none of its own."""
+    (tmp_path / "burn.py").write_text("import time\nend = time.process_time() + 1.0\n"
+                                      "while time.process_time() < end:\n    pass\n")
+    tool, times = project(tmp_path, f"burn:\n\t@sh -c '{sys.executable} burn.py'\nsleep:\n\t@sleep 1\n")
+    table = subprocess.run([sys.executable, str(tool), "make", str(times), "burn", "sleep"], capture_output=True,
+                           text=True, check=True, cwd=tmp_path).stdout
+    burn_row = re.search(r"^burn +0:0\d\.\d +0:(\d+\.\d) +(\d+) %  ok$", table, re.M)
+    sleep_row = re.search(r"^sleep +0:0\d\.\d +0:(\d+\.\d) +(\d+) %  ok$", table, re.M)
+    assert burn_row and sleep_row, table
+    assert float(burn_row[1]) >= 0.9 and int(burn_row[2]) > 100 / (os.cpu_count() or 1) / 2
+    assert float(sleep_row[1]) < 0.5
+    assert re.search(r"^total +0:0\d\.\d +0:\d+\.\d +\d+ %$", table, re.M)
 
 
 def test_the_makefile_reads_the_times_file_from_the_variable_the_tool_sets():
@@ -83,13 +100,13 @@ def test_background_steps_run_beside_the_others_and_the_total_is_the_run_s_wall_
     tool, times = project(tmp_path, "slow:\n\t@sleep 1\nfast:\n\t@true\nbad:\n\t@echo broken-in-background; false\n")
     passed = subprocess.run([sys.executable, str(tool), "make", str(times), "fast", "bg:slow", "bg:slow", "slow"],
                             capture_output=True, text=True, check=True).stdout
-    assert len(re.findall(r"^slow +0:0\d\.\d  ok, in the background$", passed, re.M)) == 2
-    total_s = float(re.search(r"^total +0:(\d+\.\d)$", passed, re.M)[1])
+    assert len(re.findall(r"^slow +0:0\d\.\d +0:\d+\.\d +\d+ %  ok, in the background$", passed, re.M)) == 2
+    total_s = float(re.search(r"^total +0:(\d+\.\d) ", passed, re.M)[1])
     assert 2.0 <= total_s < 3.0  # the two background seconds run one after another, beside the foreground's one
     failed = subprocess.run([sys.executable, str(tool), "make", str(times), "bg:bad", "fast"], capture_output=True,
                             text=True, check=False)
     assert failed.returncode != 0
-    assert re.search(r"^bad +\S+  failed \(2\), in the background$", failed.stdout, re.M)
+    assert re.search(r"^bad +\S+ +\S+ +\d+ %  failed \(2\), in the background$", failed.stdout, re.M)
     assert "broken-in-background" in failed.stdout
 
 
@@ -112,8 +129,8 @@ def test_a_beside_lane_runs_at_the_foreground_s_priority_and_its_failure_stops_t
                                     "bad:\n\t@false\nafter:\n\t@touch ran-after\n")
     passed = subprocess.run([sys.executable, str(tool), "make", str(times), "beside:nice", "beside:slow", "slow"],
                             capture_output=True, text=True, check=True, cwd=tmp_path).stdout
-    assert re.search(r"^nice +\S+  ok, beside the others$", passed, re.M)
-    assert float(re.search(r"^total +0:(\d+\.\d)$", passed, re.M)[1]) < 2.0  # the two seconds overlap
+    assert re.search(r"^nice +\S+ +\S+ +\d+ %  ok, beside the others$", passed, re.M)
+    assert float(re.search(r"^total +0:(\d+\.\d) ", passed, re.M)[1]) < 2.0  # the two seconds overlap
     log = tmp_path / "work" / "logs" / "background-nice.log"
     assert log.read_text().strip() == f"niceness-{os.nice(0)}"
     failed = subprocess.run([sys.executable, str(tool), "make", str(times), "beside:bad", "bg:slow", "bg:after",
