@@ -100,13 +100,14 @@ def test_background_steps_run_beside_the_others_and_the_total_is_the_run_s_wall_
     tool, times = project(tmp_path, "slow:\n\t@sleep 1\nfast:\n\t@true\nbad:\n\t@echo broken-in-background; false\n")
     passed = subprocess.run([sys.executable, str(tool), "make", str(times), "fast", "bg:slow", "bg:slow", "slow"],
                             capture_output=True, text=True, check=True).stdout
-    assert len(re.findall(r"^slow +0:0\d\.\d +0:\d+\.\d +\d+ %  ok, in the background$", passed, re.M)) == 2
+    # A step shorter than a clock tick of /proc/stat shows no busy share.
+    assert len(re.findall(r"^slow +0:0\d\.\d +0:\d+\.\d +(\d+ %)?  ok, in the background$", passed, re.M)) == 2
     total_s = float(re.search(r"^total +0:(\d+\.\d) ", passed, re.M)[1])
     assert 2.0 <= total_s < 3.0  # the two background seconds run one after another, beside the foreground's one
     failed = subprocess.run([sys.executable, str(tool), "make", str(times), "bg:bad", "fast"], capture_output=True,
                             text=True, check=False)
     assert failed.returncode != 0
-    assert re.search(r"^bad +\S+ +\S+ +\d+ %  failed \(2\), in the background$", failed.stdout, re.M)
+    assert re.search(r"^bad +\S+ +\S+ +(\d+ %)?  failed \(2\), in the background$", failed.stdout, re.M)
     assert "broken-in-background" in failed.stdout
 
 
@@ -129,7 +130,7 @@ def test_a_beside_lane_runs_at_the_foreground_s_priority_and_its_failure_stops_t
                                     "bad:\n\t@false\nafter:\n\t@touch ran-after\n")
     passed = subprocess.run([sys.executable, str(tool), "make", str(times), "beside:nice", "beside:slow", "slow"],
                             capture_output=True, text=True, check=True, cwd=tmp_path).stdout
-    assert re.search(r"^nice +\S+ +\S+ +\d+ %  ok, beside the others$", passed, re.M)
+    assert re.search(r"^nice +\S+ +\S+ +(\d+ %)?  ok, beside the others$", passed, re.M)
     assert float(re.search(r"^total +0:(\d+\.\d) ", passed, re.M)[1]) < 2.0  # the two seconds overlap
     log = tmp_path / "work" / "logs" / "background-nice.log"
     assert log.read_text().strip() == f"niceness-{os.nice(0)}"
