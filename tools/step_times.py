@@ -23,8 +23,10 @@ any virtualenv.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -71,12 +73,27 @@ def _busy_percent(before: tuple[int, int] | None, after: tuple[int, int] | None)
     return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
 
 
-def _call(command: list[str], **kwargs) -> tuple[int, float]:
-    """(exit status, CPU seconds) of a command: user + system time of it and of every process it waited for."""
+def _call(command: list[str], started: list[subprocess.Popen] | None = None, **kwargs) -> tuple[int, float]:
+    """(exit status, CPU seconds) of a command: user + system time of it and of every process it waited for. The
+    process is appended to ``started`` while it runs."""
     process = subprocess.Popen(command, **kwargs)
-    _pid, wait_status, usage = os.wait4(process.pid, 0)
+    if started is not None:
+        started.append(process)
+    try:
+        _pid, wait_status, usage = os.wait4(process.pid, 0)
+    finally:
+        if started is not None:
+            started.remove(process)
     process.returncode = os.waitstatus_to_exitcode(wait_status)
     return process.returncode, usage.ru_utime + usage.ru_stime
+
+
+# A low-priority chain's steps run in a session of their own, so in a scheduling group of their own where the kernel
+# groups by session (sched_autogroup_enabled, on by default in Debian's kernels): between groups only the group's own
+# niceness counts, not its processes', so the group is given the chain's niceness too. Without that, the foreground's
+# processes in other sessions (each ssh session into the lab's hosts, each nested playbook run) would share the cores
+# with the whole chain as equals. Where there is no autogroup, the write fails quietly and nice(1) alone applies.
+LOW_PRIORITY_SESSION = 'echo "$0" 2>/dev/null > /proc/self/autogroup; exec nice -n "$0" "$@"'
 
 
 def _make_command(root: Path, step: str) -> list[str]:
@@ -105,6 +122,7 @@ class BackgroundChain:
         self.niceness, self.marked, self.stop = niceness, marked, stop
         self.status = 0
         self.failed_log: Path | None = None
+        self.running: list[subprocess.Popen] = []  # the step running now, to be stopped with the run
         self.logs_dir = times_tsv.parent / "logs"
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -117,10 +135,13 @@ class BackgroundChain:
             if self.stop.is_set():
                 return
             started, ticks = time.monotonic(), _cpu_ticks()
+            command = _make_command(self.root, step)
+            own_session = self.niceness > 0
             with self.log_path(step).open("w", encoding="utf-8") as log:
                 self.status, cpu_s = _call(
-                    ["nice", "-n", str(self.niceness), *_make_command(self.root, step)], stdout=log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    ["sh", "-c", LOW_PRIORITY_SESSION, str(self.niceness), *command] if own_session
+                    else ["nice", "-n", str(self.niceness), *command], self.running, stdout=log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=own_session,
                     env=dict(os.environ, STEP_TIMES_TSV=os.devnull, STEP_FAILURE_SUMMARY=os.devnull))
             status = "ok" if self.status == 0 else f"failed ({self.status})"
             _append(self.times_tsv, "step", step, time.monotonic() - started, f"{status}, {self.marked}", cpu_s,
@@ -161,24 +182,33 @@ def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
         chain_steps = [step.removeprefix(prefix) for step in steps if step.startswith(prefix)]
         chains[prefix] = BackgroundChain(root, times_tsv, chain_steps, niceness, marked, stop)
     status = 0
-    for step in steps:
-        prefix = next((prefix for prefix in chains if step.startswith(prefix)), None)
-        if prefix is not None:
-            if chains[prefix].thread.ident is None:
-                chains[prefix].thread.start()
-            continue
-        if stop.is_set():
-            break
-        started, ticks = time.monotonic(), _cpu_ticks()
-        status, cpu_s = _call(
-            _make_command(root, step),
-            env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv), STEP_FAILURE_SUMMARY=str(summary)))
-        _append(times_tsv, "step", step, time.monotonic() - started, "ok" if status == 0 else f"failed ({status})",
-                cpu_s, _busy_percent(ticks, _cpu_ticks()))
-        if status != 0:
-            stop.set()
-            break
-    background_status = next((code for code in [chain.join() for chain in chains.values()] if code), 0)
+    try:
+        for step in steps:
+            prefix = next((prefix for prefix in chains if step.startswith(prefix)), None)
+            if prefix is not None:
+                if chains[prefix].thread.ident is None:
+                    chains[prefix].thread.start()
+                continue
+            if stop.is_set():
+                break
+            started, ticks = time.monotonic(), _cpu_ticks()
+            status, cpu_s = _call(
+                _make_command(root, step),
+                env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv), STEP_FAILURE_SUMMARY=str(summary)))
+            _append(times_tsv, "step", step, time.monotonic() - started,
+                    "ok" if status == 0 else f"failed ({status})", cpu_s, _busy_percent(ticks, _cpu_ticks()))
+            if status != 0:
+                stop.set()
+                break
+        background_status = next((code for code in [chain.join() for chain in chains.values()] if code), 0)
+    except BaseException:
+        # Interrupted (Ctrl-C reaches only this session): stop the chains' steps, which run in sessions of their own.
+        stop.set()
+        for chain in chains.values():
+            for process in list(chain.running):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        raise
     _append(times_tsv, "total", "total", time.monotonic() - run_started, "", None,
             _busy_percent(run_ticks, _cpu_ticks()))
     print_table(times_tsv)
