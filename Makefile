@@ -74,19 +74,17 @@ CORE_STEPS := $(foreach line,$(CORE_MATRIX),sanity-$(line) units-$(line))
 TEST_WORKERS ?= 2
 PS1_PARSE_CHECK := tests/ps1/check_ps1_parse.py
 MOLECULE_SCENARIOS := default lvs-netns lvs-uml gpu-moe
-# The steps of make test and make check, in order (molecule:NAME is one scenario). The bg: and bg2: steps need only CPU
-# and have no tight deadline: each prefix is one chain of steps, one after another from the start, beside the
-# foreground, at the lowest priority, in the time the scenarios spend waiting on real time (the cores are idle for about
-# half of a scenario's wall time; tools/step_times.py BackgroundChain, whose table shows how busy they were). Two chains,
-# split as make check's two lanes are (ansible-test on its own copies in one, pytest on the checkout in the other), use
-# both cores where both are idle. make test waits for them before its table, and a failed one stops the foreground at
-# its next step. gpu-check's dry run is in a chain: its steps take 2 to 7 s of their 120 s limits, and it runs after the
-# units, once the package tests' gloo ranks are done. The foreground keeps what has a tight deadline: the gloo ranks'
-# 30 s collectives, and the scenarios' VRRP timing, sessions and reboots.
-BACKGROUND_STEPS := lint sanity $(addprefix sanity-,$(CORE_MATRIX))
-BACKGROUND2_STEPS := units gpu-check bench-quick galaxy-check $(addprefix units-,$(CORE_MATRIX))
-TEST_STEPS := setup test-folders $(addprefix bg:,$(BACKGROUND_STEPS)) $(addprefix bg2:,$(BACKGROUND2_STEPS)) moe-test \
-	ee $(addprefix molecule:,$(MOLECULE_SCENARIOS))
+# The steps of make test and make check, in order (molecule:NAME is one scenario). The bg: steps need only CPU and have
+# no deadline: they run one after another from the start, beside the foreground, at the lowest priority, in the time
+# the scenarios spend waiting on real time (tools/step_times.py BackgroundChain); make test waits for them before its
+# table, and a failed one stops the foreground at its next step. The foreground keeps what has a deadline: the package
+# tests' gloo ranks and gpu-check's step limits, and the scenarios' VRRP timing, sessions and reboots. The table's busy
+# column shows the cores busy for 90 % of a run on 2 cores: CPU bounds make test there. A second background chain (the
+# netns scenarios slowed by half) and a chain in a scheduling group of its own at niceness 19 (starved until the
+# scenarios ended) both made the run longer than this one chain in the foreground's session.
+BACKGROUND_STEPS := lint sanity units bench-quick galaxy-check $(CORE_STEPS)
+TEST_STEPS := setup test-folders $(addprefix bg:,$(BACKGROUND_STEPS)) moe-test gpu-check ee \
+	$(addprefix molecule:,$(MOLECULE_SCENARIOS))
 # make check runs in two lanes at one priority, so that both cores stay busy: lint, sanity and Galaxy's import
 # checks (one process at a time, mostly) beside the units, the package tests and the quick benchmarks (pytest-xdist).
 CHECK_STEPS := test-folders $(addprefix beside:,lint sanity galaxy-check) units moe-test bench-quick
@@ -251,17 +249,11 @@ CORE_VERSIONS = $(WORK)/venv-core-$*/bin/python -c 'import sys, ansible; \
 	print("== ansible-core %s on Python %s" % (ansible.__version__, sys.version.split()[0]))'
 .PHONY: core-matrix $(addprefix sanity-,$(CORE_MATRIX)) $(addprefix units-,$(CORE_MATRIX))
 core-matrix: $(CORE_STEPS) ## sanity and tests/unit on each further ansible-core line (CORE_MATRIX; make test runs them)
-# sanity-X.Y and units-X.Y run in two chains of make test at once: the first to come builds the line's virtualenv under
-# a lock, and the other waits for it and finds it built.
-core_venv = @mkdir -p $(WORK) && flock $(WORK)/venv-core-$(1).lock $(MAKE) -s --no-print-directory \
-	$(WORK)/venv-core-$(1)/stamp
-$(addprefix sanity-,$(CORE_MATRIX)): sanity-%:
-	$(call core_venv,$*)
+$(addprefix sanity-,$(CORE_MATRIX)): sanity-%: $(WORK)/venv-core-%/stamp
 	@$(CORE_VERSIONS)
 	$(call sanity_run,$(WORK)/sanity-$*,$(CORE_ENV),$$($(WORK)/venv-core-$*/bin/python -c \
 		'import sys; print("%d.%d" % sys.version_info[:2])'))
-$(addprefix units-,$(CORE_MATRIX)): units-%:
-	$(call core_venv,$*)
+$(addprefix units-,$(CORE_MATRIX)): units-%: $(WORK)/venv-core-%/stamp
 	$(call require,$(CORE_UNIT_TEST_DIRS))
 	@$(CORE_VERSIONS)
 	@rm -rf $(ROOT)/collections

@@ -12,8 +12,7 @@ any virtualenv.
                                                  the table either way, then the failed step's summary (what
                                                  it wrote to $STEP_FAILURE_SUMMARY); exit with its status.
                                                  `bg:STEP` steps run as one chain beside the others at the
-                                                 lowest priority (`bg2:STEP` steps as a second such chain),
-                                                 each started where its first step is listed and
+                                                 lowest priority, started where the first is listed and
                                                  waited for before the table; a failed one stops the others
                                                  before their next step. `beside:STEP` steps do the same at
                                                  the foreground's own priority (make check's second lane)
@@ -23,10 +22,8 @@ any virtualenv.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -34,10 +31,9 @@ import time
 from pathlib import Path
 
 SUMMARY_LINES = 20
-# The chains beside the foreground, by step prefix: (niceness, how the table marks their steps). `bg:` and `bg2:` steps
-# (two chains) need only CPU and no tight deadline, and take what the lab's waits leave idle; `beside:` steps share the
-# cores as equals.
-CHAINS = {"bg:": (19, "in the background"), "bg2:": (19, "in the background"), "beside:": (0, "beside the others")}
+# The chains beside the foreground, by step prefix: (niceness, how the table marks their steps). `bg:` steps need
+# only CPU and no deadline, and take what the lab's waits leave idle; `beside:` steps share the cores as equals.
+CHAINS = {"bg:": (19, "in the background"), "beside:": (0, "beside the others")}
 BACKGROUND_LOG_LINES = 40
 # molecule 26 announces each action of a scenario's test sequence as "INFO     [<scenario> > <action>] Executing".
 PHASE_LINE = re.compile(r"\[(?P<scenario>[\w.-]+) > (?P<phase>[\w-]+)\] Executing$")
@@ -73,27 +69,13 @@ def _busy_percent(before: tuple[int, int] | None, after: tuple[int, int] | None)
     return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
 
 
-def _call(command: list[str], started: list[subprocess.Popen] | None = None, **kwargs) -> tuple[int, float]:
-    """(exit status, CPU seconds) of a command: user + system time of it and of every process it waited for. The
-    process is appended to ``started`` while it runs."""
+def _call(command: list[str], **kwargs) -> tuple[int, float]:
+    """(exit status, CPU seconds) of a command: user + system time of it and of every process it waited for."""
     process = subprocess.Popen(command, **kwargs)
-    if started is not None:
-        started.append(process)
-    try:
-        _pid, wait_status, usage = os.wait4(process.pid, 0)
-    finally:
-        if started is not None:
-            started.remove(process)
+    _pid, wait_status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(wait_status)
     return process.returncode, usage.ru_utime + usage.ru_stime
 
-
-# A low-priority chain's steps run in a session of their own, so in a scheduling group of their own where the kernel
-# groups by session (sched_autogroup_enabled, on by default in Debian's kernels): between groups only the group's own
-# niceness counts, not its processes', so the group is given the chain's niceness too. Without that, the foreground's
-# processes in other sessions (each ssh session into the lab's hosts, each nested playbook run) would share the cores
-# with the whole chain as equals. Where there is no autogroup, the write fails quietly and nice(1) alone applies.
-LOW_PRIORITY_SESSION = 'echo "$0" 2>/dev/null > /proc/self/autogroup; exec nice -n "$0" "$@"'
 
 
 def _make_command(root: Path, step: str) -> list[str]:
@@ -107,13 +89,13 @@ def _make_command(root: Path, step: str) -> list[str]:
 class BackgroundChain:
     """A chain's steps, one after another in a thread, at the chain's CPU priority, each logged to a file of its own.
 
-    make test's `bg:` and `bg2:` steps need only CPU and have no tight deadline (lint, sanity, units, Galaxy's import
-    checks, gpu-check's dry run): started beside the foreground, whose scenarios spend much of their wall time waiting
-    on real time (sessions, reboots, VRRP adverts), they use the cores it leaves idle at the lowest priority. The
-    guests run at a raised priority, so the lab's timing does not wait for them. make check's `beside:` steps are a
-    second lane at the foreground's priority: two single-process lanes keep both cores busy. The first failure
-    anywhere (``stop``, shared by the chains) stops every chain and the foreground before their next step; the run's
-    status is the first failure's.
+    make test's `bg:` steps need only CPU and have no deadline (lint, sanity, units, Galaxy's import checks):
+    started beside the foreground, whose scenarios spend much of their wall time waiting on real time (sessions,
+    reboots, VRRP adverts), they use the cores it leaves idle at the lowest priority. The guests run at a raised
+    priority, so the lab's timing does not wait for them. make check's `beside:` steps are a second lane at the
+    foreground's priority: two single-process lanes keep both cores busy. The first failure anywhere (``stop``, shared
+    by the chains) stops every chain and the foreground before their next step; the run's status is the first
+    failure's.
     """
 
     def __init__(self, root: Path, times_tsv: Path, steps: list[str], niceness: int, marked: str,
@@ -122,7 +104,6 @@ class BackgroundChain:
         self.niceness, self.marked, self.stop = niceness, marked, stop
         self.status = 0
         self.failed_log: Path | None = None
-        self.running: list[subprocess.Popen] = []  # the step running now, to be stopped with the run
         self.logs_dir = times_tsv.parent / "logs"
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -135,13 +116,10 @@ class BackgroundChain:
             if self.stop.is_set():
                 return
             started, ticks = time.monotonic(), _cpu_ticks()
-            command = _make_command(self.root, step)
-            own_session = self.niceness > 0
             with self.log_path(step).open("w", encoding="utf-8") as log:
                 self.status, cpu_s = _call(
-                    ["sh", "-c", LOW_PRIORITY_SESSION, str(self.niceness), *command] if own_session
-                    else ["nice", "-n", str(self.niceness), *command], self.running, stdout=log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=own_session,
+                    ["nice", "-n", str(self.niceness), *_make_command(self.root, step)], stdout=log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     env=dict(os.environ, STEP_TIMES_TSV=os.devnull, STEP_FAILURE_SUMMARY=os.devnull))
             status = "ok" if self.status == 0 else f"failed ({self.status})"
             _append(self.times_tsv, "step", step, time.monotonic() - started, f"{status}, {self.marked}", cpu_s,
@@ -182,33 +160,24 @@ def run_make_steps(times_tsv: Path, steps: list[str]) -> int:
         chain_steps = [step.removeprefix(prefix) for step in steps if step.startswith(prefix)]
         chains[prefix] = BackgroundChain(root, times_tsv, chain_steps, niceness, marked, stop)
     status = 0
-    try:
-        for step in steps:
-            prefix = next((prefix for prefix in chains if step.startswith(prefix)), None)
-            if prefix is not None:
-                if chains[prefix].thread.ident is None:
-                    chains[prefix].thread.start()
-                continue
-            if stop.is_set():
-                break
-            started, ticks = time.monotonic(), _cpu_ticks()
-            status, cpu_s = _call(
-                _make_command(root, step),
-                env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv), STEP_FAILURE_SUMMARY=str(summary)))
-            _append(times_tsv, "step", step, time.monotonic() - started,
-                    "ok" if status == 0 else f"failed ({status})", cpu_s, _busy_percent(ticks, _cpu_ticks()))
-            if status != 0:
-                stop.set()
-                break
-        background_status = next((code for code in [chain.join() for chain in chains.values()] if code), 0)
-    except BaseException:
-        # Interrupted (Ctrl-C reaches only this session): stop the chains' steps, which run in sessions of their own.
-        stop.set()
-        for chain in chains.values():
-            for process in list(chain.running):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGTERM)
-        raise
+    for step in steps:
+        prefix = next((prefix for prefix in chains if step.startswith(prefix)), None)
+        if prefix is not None:
+            if chains[prefix].thread.ident is None:
+                chains[prefix].thread.start()
+            continue
+        if stop.is_set():
+            break
+        started, ticks = time.monotonic(), _cpu_ticks()
+        status, cpu_s = _call(
+            _make_command(root, step),
+            env=dict(os.environ, STEP_TIMES_TSV=str(times_tsv), STEP_FAILURE_SUMMARY=str(summary)))
+        _append(times_tsv, "step", step, time.monotonic() - started, "ok" if status == 0 else f"failed ({status})",
+                cpu_s, _busy_percent(ticks, _cpu_ticks()))
+        if status != 0:
+            stop.set()
+            break
+    background_status = next((code for code in [chain.join() for chain in chains.values()] if code), 0)
     _append(times_tsv, "total", "total", time.monotonic() - run_started, "", None,
             _busy_percent(run_ticks, _cpu_ticks()))
     print_table(times_tsv)

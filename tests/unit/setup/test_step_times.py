@@ -139,16 +139,3 @@ def test_a_beside_lane_runs_at_the_foreground_s_priority_and_its_failure_stops_t
     assert failed.returncode != 0
     assert not (tmp_path / "ran-after").exists()
 
-
-def test_a_background_chain_runs_in_a_session_and_scheduling_group_of_its_own_at_its_niceness(tmp_path):
-    """Where the kernel groups processes by session, niceness counts only inside a group: the foreground's ssh
-    sessions into the lab would share the cores with the whole chain as equals. The chain's step gets a session of
-    its own (not the tool's) and, where /proc/self/autogroup exists, that group's niceness 19."""
-    tool, times = project(tmp_path, "where:\n\t@cat /proc/self/autogroup 2>/dev/null || echo none; "
-                                    "ps -o sid= -p $$$$\n")
-    subprocess.run([sys.executable, str(tool), "make", str(times), "bg:where"], capture_output=True, text=True,
-                   check=True, cwd=tmp_path)
-    autogroup, session = (tmp_path / "work" / "logs" / "background-where.log").read_text().split("\n")[:2]
-    assert int(session) != os.getsid(0)
-    if Path("/proc/self/autogroup").exists():
-        assert autogroup.endswith(" nice 19"), autogroup
