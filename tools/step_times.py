@@ -77,7 +77,6 @@ def _call(command: list[str], **kwargs) -> tuple[int, float]:
     return process.returncode, usage.ru_utime + usage.ru_stime
 
 
-
 def _make_command(root: Path, step: str) -> list[str]:
     target, _sep, scenario = step.partition(":")
     command = ["make", "--no-print-directory", "-C", str(root), target]

@@ -138,4 +138,3 @@ def test_a_beside_lane_runs_at_the_foreground_s_priority_and_its_failure_stops_t
                              "slow", "after"], capture_output=True, text=True, check=False, cwd=tmp_path)
     assert failed.returncode != 0
     assert not (tmp_path / "ran-after").exists()
-
