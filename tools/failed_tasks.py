@@ -9,9 +9,32 @@ import sys
 
 FAILURE = re.compile(r"^(fatal: \[|failed: \[|ERROR! |\S.*FAILED! =>)")
 TASK = re.compile(r"^(TASK|RUNNING HANDLER) \[")
+# A top-level key of a result printed by the yaml result format (ANSIBLE_CALLBACK_RESULT_FORMAT=yaml).
+RESULT_KEY = re.compile(r"^    ([A-Za-z_]\w*):")
 LINES_PER_FAILURE = 12
 CHARACTERS_PER_LINE = 200
 FAILURES_SHOWN = 3
+LINES_SCANNED = 400
+# Keys that never say why a task failed; `cmd` does, a little, so it comes after the reasons.
+NOISE_KEYS = {"changed", "delta", "end", "start", "stderr_lines", "stdout_lines", "invocation", "ansible_facts"}
+REASON_KEYS = ("msg", "stderr", "module_stderr", "rc", "stdout", "module_stdout", "assertion", "evaluated_to")
+
+
+def result_lines(lines):
+    """The failure line, then the result's reasons first (msg, stderr, rc, ...), its noise (times, *_lines) left out."""
+    groups = []
+    for line in lines[1:]:
+        match = RESULT_KEY.match(line)
+        if match or not groups:
+            groups.append((match.group(1) if match else "", []))
+        groups[-1][1].append(line)
+
+    def rank(group):
+        key = group[0]
+        return REASON_KEYS.index(key) if key in REASON_KEYS else len(REASON_KEYS)
+
+    kept = [group for group in groups if group[0] not in NOISE_KEYS]
+    return [lines[0], *(line for _, group in sorted(kept, key=rank) for line in group)]
 
 
 def failures(lines):
@@ -21,13 +44,16 @@ def failures(lines):
         if TASK.match(line):
             header = line.rstrip()
         elif FAILURE.match(line):
-            block = []
-            for following in lines[number:number + LINES_PER_FAILURE]:
-                if block and (TASK.match(following) or following.startswith("PLAY ")):
+            block = [line.rstrip()]
+            for following in lines[number + 1:number + LINES_SCANNED]:
+                if following.strip() and not following.startswith(" "):
                     break
-                block.append(following.rstrip()[:CHARACTERS_PER_LINE])
-            if not any(text.startswith("...ignoring") for text in block):
-                yield header, block
+                block.append(following.rstrip())
+            while block and not block[-1]:
+                block.pop()
+            after = lines[number + len(block):number + len(block) + 3]
+            if not any(text.startswith("...ignoring") for text in after):
+                yield header, [text[:CHARACTERS_PER_LINE] for text in result_lines(block)[:LINES_PER_FAILURE]]
 
 
 def main(path):

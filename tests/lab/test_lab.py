@@ -373,3 +373,46 @@ def test_a_private_etc_folder_hides_the_machines_own_in_a_real_overlay_mount(tmp
         assert (merged / "ansible").is_dir() and list((merged / "ansible").iterdir()) == []
     finally:
         subprocess.run(["umount", str(merged)], check=True)
+
+
+@pytest.fixture
+def spare_lab_namespaces():
+    """Every namespace name of a lab with the prefix `hbz`, made for real with `ip netns add`; removed afterwards."""
+    names = topology.lab_netns_names("hbz")
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    if any(name in os.listdir("/run/netns") for name in names) if os.path.isdir("/run/netns") else False:
+        pytest.skip("a lab with prefix hbz exists on this machine")
+    for name in names:
+        subprocess.run(["ip", "netns", "add", name], check=True)
+    yield names
+    for name in names:
+        subprocess.run(["ip", "netns", "delete", name], check=False, capture_output=True)
+
+
+def test_up_removes_the_empty_namespaces_a_killed_run_left_and_refuses_a_live_or_foreign_one(
+    spare_lab_namespaces, tmp_path, monkeypatch
+):
+    # A machine killed mid-run keeps /run/netns/<name> with no process inside; `up` must not refuse forever after.
+    from hpclab import netns_up
+    from hpclab.system import LabRefused, netns_names
+
+    later_s = time.time() + netns_up.LEFTOVER_AFTER_S + 1
+    assert netns_up.leftover_namespaces("hbz", spare_lab_namespaces) == []  # just made: an `up` may be starting them
+    assert netns_up.leftover_namespaces("hbz", spare_lab_namespaces, now_s=later_s) == spare_lab_namespaces
+    assert netns_up.leftover_namespaces("hbz", [*spare_lab_namespaces, "hbz-extra"], now_s=later_s) == []
+    inside = subprocess.Popen(["ip", "netns", "exec", spare_lab_namespaces[1], "sleep", "30"])
+    try:
+        deadline_s = time.monotonic() + 5
+        while not netns_up.netns_pids(spare_lab_namespaces[1]) and time.monotonic() < deadline_s:
+            time.sleep(0.05)
+        assert netns_up.leftover_namespaces("hbz", spare_lab_namespaces, now_s=later_s) == []
+        monkeypatch.setattr(netns_up.time, "time", lambda: later_s)
+        with pytest.raises(LabRefused, match="seems to exist"):
+            netns_up.check_no_lab("hbz", tmp_path / "absent")
+    finally:
+        inside.kill()
+        inside.wait()
+    assert set(spare_lab_namespaces) <= set(netns_names())
+    netns_up.check_no_lab("hbz", tmp_path / "absent")
+    assert not set(spare_lab_namespaces) & set(netns_names())

@@ -18,7 +18,18 @@ from . import guard, ssh_probe
 from .files import host_dir, host_log, write_state_files
 from .netns_inventory import render
 from .netns_state import HostRecord, LabState
-from .system import LabError, LabRefused, children, identify, ip_batch, netns_names, run, set_sysctls
+from .system import (
+    NETNS_DIR,
+    LabError,
+    LabRefused,
+    children,
+    identify,
+    ip_batch,
+    netns_names,
+    netns_pids,
+    run,
+    set_sysctls,
+)
 from .topology import (
     BRIDGE,
     HOST_INTERFACE,
@@ -40,6 +51,8 @@ TIMINGS_FILE = "timings.json"
 REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "sysctl", "nft", "nc", "ssh", "ssh-keygen", "/usr/sbin/sshd")
 # A unix socket path holds at most 107 bytes; ssh adds a 17-byte suffix while it creates the control socket.
 _CONTROL_PATH_BUDGET = 107 - len("/cp-198.18.0.255") - 17
+# A namespace of this lab's that no process is in, made longer ago than this, is a killed run's leftover.
+LEFTOVER_AFTER_S = 60.0
 
 # The switch has no address of either family in IPv6: it only bridges.
 _NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
@@ -57,9 +70,39 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def leftover_namespaces(prefix: str, taken: list[str], *, now_s: float | None = None) -> list[str]:
+    """The namespaces in `taken` that a killed run of this lab left: all of them, or none.
+
+    A run killed with its machine (or by SIGKILL) leaves the namespace files behind while every process that was
+    inside is gone. They are leftovers only when each is one of this lab's own names, holds no process, and was made
+    more than LEFTOVER_AFTER_S ago (an `up` elsewhere makes its namespaces a moment before it starts their hosts).
+    """
+    now_s = time.time() if now_s is None else now_s
+    own = set(lab_netns_names(prefix))
+    if not taken or not set(taken) <= own:
+        return []
+    for name in taken:
+        try:
+            age_s = now_s - os.stat(f"{NETNS_DIR}/{name}").st_mtime
+        except FileNotFoundError:
+            return []
+        if age_s < LEFTOVER_AFTER_S or netns_pids(name):
+            return []
+    return list(taken)
+
+
 def check_no_lab(prefix: str, state_dir: Path) -> None:
-    """Refuse when a namespace of this prefix or the state dir exists (no change made)."""
+    """Refuse when a live lab of this prefix or the state dir exists (no change made).
+
+    A killed run's leftover namespaces are removed first (see leftover_namespaces).
+    """
     taken = [name for name in netns_names() if name.startswith(f"{prefix}-")]
+    leftovers = [] if state_dir.exists() else leftover_namespaces(prefix, taken)
+    if leftovers:
+        log(f"lab {prefix}: removing namespaces a killed run left, with no process inside: {', '.join(leftovers)}")
+        for name in leftovers:
+            run(["ip", "netns", "delete", name])
+        taken = [name for name in netns_names() if name.startswith(f"{prefix}-")]
     if taken:
         raise LabRefused(
             f"a lab with prefix {prefix!r} seems to exist: network namespace(s) {', '.join(taken)} exist. "

@@ -1,0 +1,58 @@
+"""tools/failed_tasks.py: the failed tasks that make molecule and make test print again at the end of a red run.
+
+The log is ansible-playbook's own, run here for real with the result format make sets (ANSIBLE_CALLBACK_RESULT_FORMAT
+=yaml), so the test follows whatever ansible-core prints.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+TOOL = ROOT / "tools" / "failed_tasks.py"
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+# A command that fails the way `lab.py up` does when it refuses: the reason is on stderr only, after a long argv.
+PLAYBOOK = """- name: Fail like a refused lab start
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Fail and be ignored
+      ansible.builtin.command: "false"
+      ignore_errors: true
+    - name: Start the network-namespace lab
+      ansible.builtin.command:
+        argv: [python3, -c, "import sys; print('started', file=sys.stdout); {padding}
+          print('lab up refused: a lab with prefix hbm seems to exist', file=sys.stderr); sys.exit(2)"]
+"""
+
+
+def test_the_reason_on_stderr_is_shown_before_the_timings_and_the_long_command_and_ignored_failures_are_not(tmp_path):
+    playbook = tmp_path / "fail.yml"
+    playbook.write_text(PLAYBOOK.format(padding="; ".join(f"x{n} = {n}" for n in range(40)) + ";"))
+    env = {**os.environ, "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml", "ANSIBLE_NOCOLOR": "1"}
+    run = subprocess.run([str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local", "-e",
+                          f"ansible_python_interpreter={sys.executable}", str(playbook)],
+                         capture_output=True, text=True, env=env, check=False)
+    assert run.returncode == 2, run.stdout + run.stderr
+    log = tmp_path / "run.log"
+    log.write_text(run.stdout + run.stderr)
+    summary = subprocess.run([sys.executable, str(TOOL), str(log)], capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    assert summary[0].startswith("TASK [Start the network-namespace lab]")
+    assert summary[1].startswith("fatal: [localhost]: FAILED!")
+    assert summary[2:5] == ["    msg: non-zero return code",
+                            "    stderr: 'lab up refused: a lab with prefix hbm seems to exist'",
+                            "    rc: 2"]
+    assert not any(line.startswith(("    delta:", "    end:", "    start:", "    stderr_lines:")) for line in summary)
+    assert "    cmd:" in summary and len(summary) <= 1 + 12 + 1
+
+
+def test_a_log_without_failures_says_so(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("TASK [Gathering Facts] ***\nok: [localhost]\n")
+    printed = subprocess.run([sys.executable, str(TOOL), str(log)], capture_output=True, text=True, check=True).stdout
+    assert printed.strip() == f"(no failed task in {log}; see the log above)"
