@@ -34,7 +34,7 @@ def result_lines(lines):
         return REASON_KEYS.index(key) if key in REASON_KEYS else len(REASON_KEYS)
 
     kept = [group for group in groups if group[0] not in NOISE_KEYS]
-    return [lines[0], *(line for _, group in sorted(kept, key=rank) for line in group)]
+    return [lines[0], *(line for _key, group in sorted(kept, key=rank) for line in group)]
 
 
 def failures(lines):
