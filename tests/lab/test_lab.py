@@ -416,3 +416,35 @@ def test_up_removes_the_empty_namespaces_a_killed_run_left_and_refuses_a_live_or
     assert set(spare_lab_namespaces) <= set(netns_names())
     netns_up.check_no_lab("hbz", tmp_path / "absent")
     assert not set(spare_lab_namespaces) & set(netns_names())
+
+
+def _stand_in_ssh(folder: Path, refusals: int) -> None:
+    """An `ssh` on PATH that refuses each guest's first `refusals` logins, as a booting guest's sshd can."""
+    folder.mkdir(exist_ok=True)
+    script = folder / "ssh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'tries="{folder}/tries-$5"; echo x >> "$tries"\n'
+        f'[ "$(wc -l < "$tries")" -gt {refusals} ] && exit 0\n'
+        'echo "Connection closed by UNKNOWN port 65535" >&2; exit 255\n'
+    )
+    script.chmod(0o755)
+
+
+def test_wait_for_login_retries_a_guest_that_drops_its_first_sessions_and_names_one_that_never_lets_in(
+    tmp_path, monkeypatch, capsys
+):
+    # The banner probe passed, yet the first ssh session failed and the first task found the guest unreachable
+    # (`make demo`, "Data could not be sent to remote host"): a login that ran a command is what `up` waits for.
+    monkeypatch.setattr(uml_guests, "LOGIN_RETRY_S", 0.01)
+    _stand_in_ssh(tmp_path / "bin", refusals=2)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    tries = uml_guests.wait_for_login(tmp_path, timeout_s=10)
+    assert tries == {guest.name: 3 for guest in topology.GUESTS}
+    assert "login to urs1 failed on try 1 (rc 255: Connection closed by UNKNOWN port 65535)" in capsys.readouterr().err
+    assert uml_guests.login_argv(tmp_path, "urs1")[-2:] == ["urs1", "true"]
+
+    _stand_in_ssh(tmp_path / "never", refusals=10**6)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'never'}:{os.environ['PATH']}")
+    with pytest.raises(uml_guests.LabError, match="answer ssh but refuse a login after 0.05 s"):
+        uml_guests.wait_for_login(tmp_path, timeout_s=0.05)

@@ -78,7 +78,10 @@ def command_up(prefix: str, state_dir: Path, ssh_timeout_s: float, keep_on_failu
             log("removing what was made")
             command_down(prefix, state_dir)
         return EXIT_FAILED
-    log(f"lab {prefix} up in {timings['total_s']:.2f} s ({', '.join(f'{k} {v}' for k, v in timings.items())})")
+    log(
+        f"lab {prefix} up; its network namespaces and hosts in {timings['total_s']:.2f} s "
+        f"({', '.join(f'{k} {v}' for k, v in timings.items())})"
+    )
     log(f"  ssh: ssh -F {state_dir / 'ssh_config'} rs1 | debug: {sys.argv[0]} exec rs1 --prefix {prefix}")
     print(inventory)
     return 0

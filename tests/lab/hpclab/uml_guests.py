@@ -32,6 +32,10 @@ TIMINGS_FILE = "timings-uml.json"
 STATUS_PROBE_TIMEOUT_S = 6.0
 DEFAULT_SSH_TIMEOUT_S = 240.0
 DEFAULT_REBOOT_TIMEOUT_S = 240.0
+# After the banners: how long each guest may refuse a login, one try's limit (ssh's ConnectTimeout is 5 s), the pause.
+LOGIN_TIMEOUT_S = 60.0
+LOGIN_ATTEMPT_TIMEOUT_S = 20.0
+LOGIN_RETRY_S = 0.5
 REQUIRED_TOOLS = ("ip", "linux", "mkfs.ext4", "ssh", "ssh-keygen", "nc", "gcc")
 
 
@@ -132,6 +136,48 @@ def wait_for_sshd(
     return ready_s
 
 
+def login_argv(state_dir: Path, guest_name: str) -> list[str]:
+    """A root login that runs `true` on a guest, through the lab's ssh config (it leaves a control master behind)."""
+    return ["ssh", "-F", str(state_dir / uml_inventory.SSH_CONFIG_FILE), "-o", "BatchMode=yes", guest_name, "true"]
+
+
+def wait_for_login(state_dir: Path, timeout_s: float) -> dict[str, int]:
+    """Log in to every guest, retrying each for up to timeout_s; return the tries each took.
+
+    An sshd that sends its banner may still drop the first session of a guest that is booting, and then the first
+    task of a play finds the host unreachable. A login that ran a command is what a play needs; the control master it
+    leaves is the one the play's first task reuses.
+    """
+    deadline_s = time.monotonic() + timeout_s
+    tries = {guest.name: 0 for guest in GUESTS}
+    pending = [guest.name for guest in GUESTS]
+    while pending:
+        logins = {name: subprocess.Popen(login_argv(state_dir, name), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                  for name in pending}  # fmt: skip
+        failed = {}
+        for name, login in logins.items():
+            tries[name] += 1
+            try:
+                _stdout, stderr = login.communicate(timeout=LOGIN_ATTEMPT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                login.kill()
+                login.communicate()
+                failed[name] = f"no answer within {LOGIN_ATTEMPT_TIMEOUT_S} s"
+                continue
+            if login.returncode != 0:
+                failed[name] = f"rc {login.returncode}: {stderr.strip() or 'no message'}"
+        for name, reason in failed.items():
+            log(f"lab guests: login to {name} failed on try {tries[name]} ({reason}); trying again")
+        pending = list(failed)
+        if pending and time.monotonic() + LOGIN_RETRY_S > deadline_s:
+            raise LabError(f"lab guests {', '.join(pending)} answer ssh but refuse a login after {timeout_s} s: "
+                           f"{failed}")
+        if pending:
+            time.sleep(LOGIN_RETRY_S)
+    return tries
+
+
 def up(prefix: str, state_dir: Path, *, ssh_timeout_s: float = DEFAULT_SSH_TIMEOUT_S) -> Path:
     """Boot every guest on the running netns lab; return the inventory path. Timings go to timings-uml.json.
 
@@ -199,10 +245,17 @@ def up(prefix: str, state_dir: Path, *, ssh_timeout_s: float = DEFAULT_SSH_TIMEO
     (state_dir / uml_inventory.SSH_CONFIG_FILE).write_text(
         uml_inventory.ssh_config_text(prefix, state_dir), encoding="utf-8"
     )
+    mark = time.monotonic()
+    timings["login_tries"] = wait_for_login(state_dir, LOGIN_TIMEOUT_S)
+    timings["login_s"] = round(time.monotonic() - mark, 2)
     state.phase = "up"
     state.save(state_dir)
     timings["total_s"] = round(time.monotonic() - started, 2)
     _write_timings(state_dir, {"up": timings})
+    log(
+        f"lab guests: {len(GUESTS)} guests up in {timings['total_s']} s (every banner after "
+        f"{timings['all_ssh_ready_s']} s, every login {timings['login_s']} s later)"
+    )
     return inventory
 
 
