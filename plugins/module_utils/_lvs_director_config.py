@@ -24,6 +24,7 @@ INSTANCE_DEFAULTS: dict[str, Any] = {
     "unicast_src_ip": None,
     "unicast_peers": None,
     "track_scripts": [],
+    "track_files": [],
     "track_interfaces": [],
     "notify": None,
     "notify_master": None,
@@ -36,6 +37,10 @@ SYNC_GROUP_DEFAULTS: dict[str, Any] = {
     "notify": None, "notify_master": None, "notify_backup": None, "notify_fault": None,
 }
 VRRP_SCRIPT_DEFAULTS: dict[str, Any] = {"interval_s": 1, "timeout_s": None, "fall": None, "rise": None, "weight": None}
+# A track_file: keepalived reads a number from the file whenever it changes (keepalived.conf(5), "Track files"). With
+# weight 0 a non-zero number faults the instances that track it; otherwise number x weight is added to their priority.
+# keepalived's own default weight is 1; init_value writes that number at startup where the file is missing.
+TRACK_FILE_DEFAULTS: dict[str, Any] = {"weight": 1, "init_value": None, "init_overwrite": False}
 VIRTUAL_SERVER_DEFAULTS: dict[str, Any] = {
     "protocol": "TCP",
     "lvs_sched": "wlc",
@@ -176,6 +181,7 @@ def _resolve_instance(instance: Any, host_defaults: dict[str, Any], index: int) 
     families = [address_family(vip) for vip in resolved["virtual_ipaddresses"]]
     resolved["family"] = families[0] if families else address_family(resolved["unicast_src_ip"]) or 4
     resolved["track_scripts"] = [str(name) for name in resolved["track_scripts"]]
+    resolved["track_files"] = [str(name) for name in resolved["track_files"]]
     resolved["track_interfaces"] = [str(name) for name in resolved["track_interfaces"]]
     for key in NOTIFY_KEYS:
         resolved[key] = None if resolved[key] in (None, "") else str(resolved[key])
@@ -255,11 +261,26 @@ def _resolve_script(script: Any, index: int) -> dict[str, Any]:
     return resolved
 
 
+def _resolve_track_file(track_file: Any, index: int) -> dict[str, Any]:
+    if not isinstance(track_file, dict) or not track_file.get("name") or not track_file.get("file"):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: lvs_director_track_files[{index}] needs name and file")
+    resolved: dict[str, Any] = dict(TRACK_FILE_DEFAULTS)
+    resolved.update({key: value for key, value in track_file.items() if value is not None})
+    what = f"lvs_director_track_files[{track_file['name']}]"
+    resolved["name"] = str(resolved["name"])
+    resolved["file"] = str(resolved["file"])
+    resolved["weight"] = _int(resolved["weight"], f"{what}.weight")
+    resolved["init_value"] = _optional(resolved["init_value"], _int, f"{what}.init_value")
+    resolved["init_overwrite"] = _flag(resolved["init_overwrite"], f"{what}.init_overwrite")
+    return resolved
+
+
 def resolve(settings: Any) -> dict[str, Any]:
     """One director's role variables -> its complete config (every default filled in, numbers as numbers).
 
     settings -- a dict of the role variables without the prefix: host, router_id, interface, priority, state,
-                advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, virtual_servers, clients_behind_nat,
+                advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, track_files, virtual_servers,
+                clients_behind_nat,
                 vrrp_only, own_addresses, host_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
                 script_files (paths the role deploys), global_defs_extra, vrrp_sync_groups,
                 real_server_weights ({real server address: weight} from playbooks/rebalance.yml),
@@ -298,6 +319,7 @@ def resolve(settings: Any) -> dict[str, Any]:
             _resolve_sync_group(group, index) for index, group in enumerate(settings.get("vrrp_sync_groups") or [])
         ],
         "vrrp_scripts": [_resolve_script(script, i) for i, script in enumerate(settings.get("vrrp_scripts") or [])],
+        "track_files": [_resolve_track_file(item, i) for i, item in enumerate(settings.get("track_files") or [])],
         "virtual_servers": [
             _resolve_virtual_server(server, index, inhibit_on_failure, weights, drained)
             for index, server in enumerate(settings.get("virtual_servers") or [])

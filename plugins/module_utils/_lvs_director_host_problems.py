@@ -76,6 +76,8 @@ WEIGHT_RANGE = (0, 65535)
 # a vrrp_script weight -253 to 253 ("weight ... must be in [-253, 253]"); both fail `keepalived --config-test`.
 PREEMPT_DELAY_RANGE_S = (0, 1000)
 SCRIPT_WEIGHT_RANGE = (-253, 253)
+# A track_file's weight as VRRP instances use it (keepalived.conf(5), "Track files": -254..254 in track_file { }).
+TRACK_FILE_WEIGHT_RANGE = (-254, 254)
 
 
 def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, Any]) -> list[dict[str, Any]]:
@@ -155,6 +157,19 @@ def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, An
                 f"{scripts[name]['weight']}), which keepalived drops (\"Cannot have weighted track script\"), so it "
                 "can never move the VIP; use a priority of 254 or less, or a script without weight"
             )
+    track_files = {track["name"]: track for track in config["track_files"]}
+    for name in instance["track_files"]:
+        if name not in track_files:
+            found.append(
+                f"{key}.track_files names '{name}', which lvs_director_track_files does not define; define it "
+                "there or remove it"
+            )
+        elif priority == PRIORITY_RANGE[1] and track_files[name]["weight"]:
+            found.append(
+                f"{key}.priority is 255 (address owner) with the track file '{name}' of weight "
+                f"{track_files[name]['weight']}, and keepalived.conf(5) requires weight 0 for an address owner; use "
+                "a priority of 254 or less, or weight 0 (a non-zero number in the file then faults the instance)"
+            )
     if instance["auth_pass"] is not None and _unquotable(instance["auth_pass"]):
         found.append(
             f"{key}.auth_pass contains a double quote, a backslash or a line break, which keepalived cannot read "
@@ -166,7 +181,8 @@ def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, An
 def _name_problems(host: str, config: dict[str, Any]) -> list[str]:
     """Names keepalived would read as something else than one word (NAME_BREAKING)."""
     named = [(f"lvs_director_{kind}", entry["name"])
-             for kind in ("vrrp_instances", "vrrp_scripts", "vrrp_sync_groups") for entry in config[kind]]
+             for kind in ("vrrp_instances", "vrrp_scripts", "track_files", "vrrp_sync_groups")
+             for entry in config[kind]]
     return [
         f"{host}: {key}[{name}].name is {name!r}, which keepalived cannot read as one word (a blank, #, !, a brace "
         "or a quote splits or ends it); use letters, digits, '_', '-' and '.'"
@@ -185,6 +201,7 @@ def _quote_problems(host: str, config: dict[str, Any]) -> list[str]:
         found.append(f"{host}: lvs_director_router_id {config['router_id']!r} contains a double quote, a backslash "
                      "or a line break, which keepalived cannot read; use plain characters")
     values = [(f"lvs_director_vrrp_scripts[{s['name']}].script", s["script"]) for s in config["vrrp_scripts"]]
+    values += [(f"lvs_director_track_files[{t['name']}].file", t["file"]) for t in config["track_files"]]
     for instance in config["vrrp_instances"]:
         values += [(f"lvs_director_vrrp_instances[{instance['name']}].{k}", instance[k]) for k in NOTIFY_KEYS]
     for group in config["vrrp_sync_groups"]:
@@ -390,6 +407,7 @@ def _global_problems(host: str, config: dict[str, Any]) -> tuple[list[str], list
                     f"{host}: lvs_director_vrrp_scripts[{script['name']}].{key} is {value}, but keepalived 2.2.7 "
                     "reads whole seconds; use a whole number of at least 1"
                 )
+    found += _track_file_problems(host, config)
     sysctls = config["sysctls"] or {}
     inhibited = [server for server in config["virtual_servers"] if server["inhibit_on_failure"]]
     if config["virtual_servers"] and not inhibited and str(
@@ -401,6 +419,24 @@ def _global_problems(host: str, config: dict[str, Any]) -> tuple[list[str], list
             "drop the setting"
         )
     return found, warnings
+
+
+def _track_file_problems(host: str, config: dict[str, Any]) -> list[str]:
+    """Track files keepalived would refuse or read elsewhere: a duplicate name, a relative path, a weight off range."""
+    found = []
+    names = [track["name"] for track in config["track_files"]]
+    for name in sorted({name for name in names if names.count(name) > 1}):
+        found.append(f"{host}: lvs_director_track_files has two entries named '{name}'; rename one")
+    for track in config["track_files"]:
+        key = f"{host}: lvs_director_track_files[{track['name']}]"
+        if not track["file"].startswith("/"):
+            found.append(
+                f"{key}.file is {track['file']!r}, a relative path, which keepalived resolves against its own working "
+                "folder; give an absolute path"
+            )
+        if _out_of_range(track["weight"], *TRACK_FILE_WEIGHT_RANGE):
+            found.append(f"{key}.weight is {track['weight']}; a VRRP instance takes -254 to 254")
+    return found
 
 
 def host_problems(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -649,6 +685,16 @@ def _sync_group_problems(host: str, config: dict[str, Any]) -> list[str]:
                     f"{key} has {member}, which tracks the weighted script(s) {', '.join(weighted)}; keepalived "
                     "ignores weights in a sync group and its config test fails (\"ignoring tracked script ... with "
                     "weights due to SYNC group\"); drop the weight (a failing script then faults the whole group)"
+                )
+        track_files = {track["name"]: track for track in config["track_files"]}
+        for member in members:
+            weighted = [name for name in (instances.get(member) or {}).get("track_files", [])
+                        if (track_files.get(name) or {}).get("weight")]
+            if weighted:
+                found.append(
+                    f"{key} has {member}, which tracks the track file(s) {', '.join(weighted)} with a weight, and "
+                    "keepalived.conf(5) requires weight 0 for a track file of an instance in a sync group; set weight "
+                    "0 (a non-zero number in the file then faults the whole group)"
                 )
         states = {member: instances[member]["state"] for member in members if member in instances}
         if len(set(states.values())) > 1:

@@ -23,9 +23,13 @@ def everything():
         "advert_int_s": 0.1,
         "vrrp_scripts": [{"name": "chk_true", "script": "/bin/true", "interval_s": 2, "timeout_s": 1, "fall": 2,
                           "rise": 2, "weight": -20}],
+        # keepalived.conf(5), "Track files": weight 0 faults on a non-zero number; another weight multiplies it.
+        "track_files": [{"name": "maintenance", "file": "/run/hpc-balance-maintenance", "weight": 0, "init_value": 0},
+                        {"name": "lower_by", "file": "/run/hpc-balance-lower-by", "weight": -50, "init_value": 0,
+                         "init_overwrite": True}],
         "vrrp_instances": [
             {"name": "VI_V3", "virtual_router_id": 51, "virtual_ipaddresses": ["198.18.0.100", "198.18.0.101/24"],
-             "track_scripts": ["chk_true"], "track_interfaces": ["lo"],
+             "track_scripts": ["chk_true"], "track_files": ["lower_by"], "track_interfaces": ["lo"],
              "unicast_src_ip": "198.18.0.11", "unicast_peers": ["198.18.0.12"],
              "notify_master": "/bin/true master", "notify": "/bin/true"},
             {"name": "VI_V2", "virtual_router_id": 52, "vrrp_version": 2, "advert_int_s": 1, "state": "BACKUP",
@@ -33,7 +37,8 @@ def everything():
             {"name": "VI_DELAY", "virtual_router_id": 53, "state": "BACKUP", "preempt_delay_s": 5,
              "virtual_ipaddresses": ["198.18.0.103"]},
             # An IPv4 and an IPv6 instance on one VRID, moved together by a sync group.
-            {"name": "VI_V4", "virtual_router_id": 54, "virtual_ipaddresses": ["198.18.0.104"]},
+            {"name": "VI_V4", "virtual_router_id": 54, "virtual_ipaddresses": ["198.18.0.104"],
+             "track_files": ["maintenance"]},
             {"name": "VI_V6", "virtual_router_id": 54, "virtual_ipaddresses": ["2001:db8::100"]},
         ],
         "vrrp_sync_groups": [{"name": "G_LVS", "instances": ["VI_V4", "VI_V6"], "notify_master": "/bin/true master",
@@ -195,3 +200,14 @@ def test_no_sync_group_block_without_sync_groups(render):
     resolved = everything()
     resolved["vrrp_sync_groups"] = []
     assert "vrrp_sync_group" not in render_config(render, resolved)
+
+
+def test_track_files_are_declared_once_and_tracked_by_their_instances(render):  # issue 28, operators' list
+    text = render_config(render, everything())
+    assert ('track_file maintenance {\n    file "/run/hpc-balance-maintenance"\n    weight 0\n    init_file 0\n}'
+            in text)
+    assert ('track_file lower_by {\n    file "/run/hpc-balance-lower-by"\n    weight -50\n'
+            '    init_file 0 overwrite\n}') in text
+    instance = text.split("vrrp_instance VI_V4 {", 1)[1].split("\n}", 1)[0]
+    assert "    track_file {\n        maintenance\n    }" in instance
+    assert "track_file {" not in text.split("vrrp_instance VI_V2 {", 1)[1].split("\n}", 1)[0]
