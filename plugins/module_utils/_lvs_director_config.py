@@ -247,11 +247,17 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
     return resolved
 
 
+def _named_entry(entry: Any, index: int, variable: str, required: str, defaults: dict[str, Any]) -> dict[str, Any]:
+    """A list entry that needs a name and `required`, with `defaults` under what it sets (None counts as unset)."""
+    if not isinstance(entry, dict) or not entry.get("name") or not entry.get(required):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: {variable}[{index}] needs name and {required}")
+    resolved = dict(defaults)
+    resolved.update({key: value for key, value in entry.items() if value is not None})
+    return resolved
+
+
 def _resolve_script(script: Any, index: int) -> dict[str, Any]:
-    if not isinstance(script, dict) or not script.get("name") or not script.get("script"):
-        raise LvsDirectorConfigError(f"lvs_director_resolve: lvs_director_vrrp_scripts[{index}] needs name and script")
-    resolved: dict[str, Any] = dict(VRRP_SCRIPT_DEFAULTS)
-    resolved.update({key: value for key, value in script.items() if value is not None})
+    resolved = _named_entry(script, index, "lvs_director_vrrp_scripts", "script", VRRP_SCRIPT_DEFAULTS)
     what = f"lvs_director_vrrp_scripts[{script['name']}]"
     # Kept as given (0.5 stays 0.5): lvs_director_problems names a fraction keepalived 2.2.7 cannot read.
     resolved["interval_s"] = _number(resolved["interval_s"], f"{what}.interval_s")
@@ -262,10 +268,7 @@ def _resolve_script(script: Any, index: int) -> dict[str, Any]:
 
 
 def _resolve_track_file(track_file: Any, index: int) -> dict[str, Any]:
-    if not isinstance(track_file, dict) or not track_file.get("name") or not track_file.get("file"):
-        raise LvsDirectorConfigError(f"lvs_director_resolve: lvs_director_track_files[{index}] needs name and file")
-    resolved: dict[str, Any] = dict(TRACK_FILE_DEFAULTS)
-    resolved.update({key: value for key, value in track_file.items() if value is not None})
+    resolved = _named_entry(track_file, index, "lvs_director_track_files", "file", TRACK_FILE_DEFAULTS)
     what = f"lvs_director_track_files[{track_file['name']}]"
     resolved["name"] = str(resolved["name"])
     resolved["file"] = str(resolved["file"])

@@ -78,6 +78,26 @@ PREEMPT_DELAY_RANGE_S = (0, 1000)
 SCRIPT_WEIGHT_RANGE = (-253, 253)
 # A track_file's weight as VRRP instances use it (keepalived.conf(5), "Track files": -254..254 in track_file { }).
 TRACK_FILE_WEIGHT_RANGE = (-254, 254)
+# What an instance tracks by name: (its list of names, the config key that defines them, the role variable).
+TRACKED = (("track_scripts", "vrrp_scripts", "lvs_director_vrrp_scripts"),
+           ("track_files", "track_files", "lvs_director_track_files"))
+# A weight keepalived does not take: on an address owner (priority 255), and on an instance in a sync group.
+OWNER_WEIGHTED = {
+    "track_scripts": "{key}.priority is 255 (address owner) with the weighted track script '{name}' (weight "
+    "{weight}), which keepalived drops (\"Cannot have weighted track script\"), so it can never move the VIP; use a "
+    "priority of 254 or less, or a script without weight",
+    "track_files": "{key}.priority is 255 (address owner) with the track file '{name}' of weight {weight}, and "
+    "keepalived.conf(5) requires weight 0 for an address owner; use a priority of 254 or less, or weight 0 (a non-zero "
+    "number in the file then faults the instance)",
+}
+SYNC_GROUP_WEIGHTED = {
+    "track_scripts": "{key} has {member}, which tracks the weighted script(s) {names}; keepalived ignores weights in a "
+    "sync group and its config test fails (\"ignoring tracked script ... with weights due to SYNC group\"); drop the "
+    "weight (a failing script then faults the whole group)",
+    "track_files": "{key} has {member}, which tracks the track file(s) {names} with a weight, and keepalived.conf(5) "
+    "requires weight 0 for a track file of an instance in a sync group; set weight 0 (a non-zero number in the file "
+    "then faults the whole group)",
+}
 
 
 def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, Any]) -> list[dict[str, Any]]:
@@ -144,38 +164,27 @@ def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, An
         found.append(f"{key}.preempt_delay_s is {delay}; keepalived takes 0 to 1000 seconds")
     found += _unicast_problems(config, instance, key)
     found += _instance_address_problems(config, instance, key)
-    scripts = {script["name"]: script for script in config["vrrp_scripts"]}
-    for name in instance["track_scripts"]:
-        if name not in scripts:
-            found.append(
-                f"{key}.track_scripts names '{name}', which lvs_director_vrrp_scripts does not define; define it "
-                "there or remove it"
-            )
-        elif priority == PRIORITY_RANGE[1] and scripts[name]["weight"]:
-            found.append(
-                f"{key}.priority is 255 (address owner) with the weighted track script '{name}' (weight "
-                f"{scripts[name]['weight']}), which keepalived drops (\"Cannot have weighted track script\"), so it "
-                "can never move the VIP; use a priority of 254 or less, or a script without weight"
-            )
-    track_files = {track["name"]: track for track in config["track_files"]}
-    for name in instance["track_files"]:
-        if name not in track_files:
-            found.append(
-                f"{key}.track_files names '{name}', which lvs_director_track_files does not define; define it "
-                "there or remove it"
-            )
-        elif priority == PRIORITY_RANGE[1] and track_files[name]["weight"]:
-            found.append(
-                f"{key}.priority is 255 (address owner) with the track file '{name}' of weight "
-                f"{track_files[name]['weight']}, and keepalived.conf(5) requires weight 0 for an address owner; use "
-                "a priority of 254 or less, or weight 0 (a non-zero number in the file then faults the instance)"
-            )
+    for kind, defined_in, variable in TRACKED:
+        for name, definition in _tracked(config, instance, kind, defined_in):
+            if definition is None:
+                found.append(
+                    f"{key}.{kind} names '{name}', which {variable} does not define; define it there or remove it"
+                )
+            elif priority == PRIORITY_RANGE[1] and definition["weight"]:
+                found.append(OWNER_WEIGHTED[kind].format(key=key, name=name, weight=definition["weight"]))
     if instance["auth_pass"] is not None and _unquotable(instance["auth_pass"]):
         found.append(
             f"{key}.auth_pass contains a double quote, a backslash or a line break, which keepalived cannot read "
             "inside a quoted value (the secret is not shown); use a secret without them"
         )
     return [finding([host], message) for message in found]
+
+
+def _tracked(config: dict[str, Any], instance: dict[str, Any] | None, kind: str,
+             defined_in: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """(name, its definition or None) of each script or file the instance tracks, in the instance's order."""
+    definitions = {entry["name"]: entry for entry in config[defined_in]}
+    return [(name, definitions.get(name)) for name in (instance or {}).get(kind, [])]
 
 
 def _name_problems(host: str, config: dict[str, Any]) -> list[str]:
@@ -676,26 +685,12 @@ def _sync_group_problems(host: str, config: dict[str, Any]) -> list[str]:
                 f"than two (\"Sync group {group['name']} has only 1 virtual router(s)\"); list the instances that "
                 "must move together, or drop the group"
             )
-        scripts = {script["name"]: script for script in config["vrrp_scripts"]}
-        for member in members:
-            weighted = [name for name in (instances.get(member) or {}).get("track_scripts", [])
-                        if (scripts.get(name) or {}).get("weight")]
-            if weighted:
-                found.append(
-                    f"{key} has {member}, which tracks the weighted script(s) {', '.join(weighted)}; keepalived "
-                    "ignores weights in a sync group and its config test fails (\"ignoring tracked script ... with "
-                    "weights due to SYNC group\"); drop the weight (a failing script then faults the whole group)"
-                )
-        track_files = {track["name"]: track for track in config["track_files"]}
-        for member in members:
-            weighted = [name for name in (instances.get(member) or {}).get("track_files", [])
-                        if (track_files.get(name) or {}).get("weight")]
-            if weighted:
-                found.append(
-                    f"{key} has {member}, which tracks the track file(s) {', '.join(weighted)} with a weight, and "
-                    "keepalived.conf(5) requires weight 0 for a track file of an instance in a sync group; set weight "
-                    "0 (a non-zero number in the file then faults the whole group)"
-                )
+        for kind, defined_in, _variable in TRACKED:
+            for member in members:
+                weighted = [name for name, definition in _tracked(config, instances.get(member), kind, defined_in)
+                            if definition is not None and definition["weight"]]
+                if weighted:
+                    found.append(SYNC_GROUP_WEIGHTED[kind].format(key=key, member=member, names=", ".join(weighted)))
         states = {member: instances[member]["state"] for member in members if member in instances}
         if len(set(states.values())) > 1:
             listing = ", ".join(f"{member} {state}" for member, state in states.items())
