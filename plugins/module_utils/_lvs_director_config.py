@@ -25,6 +25,7 @@ INSTANCE_DEFAULTS: dict[str, Any] = {
     "unicast_peers": None,
     "track_scripts": [],
     "track_files": [],
+    "track_processes": [],
     "track_interfaces": [],
     "notify": None,
     "notify_master": None,
@@ -41,6 +42,15 @@ VRRP_SCRIPT_DEFAULTS: dict[str, Any] = {"interval_s": 1, "timeout_s": None, "fal
 # weight 0 a non-zero number faults the instances that track it; otherwise number x weight is added to their priority.
 # keepalived's own default weight is 1; init_value writes that number at startup where the file is missing.
 TRACK_FILE_DEFAULTS: dict[str, Any] = {"weight": 1, "init_value": None, "init_overwrite": False}
+# A vrrp_track_process: keepalived counts the running processes that match `process` (keepalived.conf(5), "VRRP track
+# processes"); quorum to quorum_max of them is OK. With weight 0 a lost quorum faults the instances that track it;
+# otherwise the weight is added to (or, negative, taken from) their priority. keepalived.conf(5) gives weight 1 as the
+# default, but keepalived 2.2.7 starts a block at 0 (its config test refuses a second weight line only after a non-zero
+# one: "Weight already set for track process"), so the role keeps the man page's 1 and the template always writes it.
+TRACK_PROCESS_DEFAULTS: dict[str, Any] = {
+    "weight": 1, "reverse": False, "param_match": None, "quorum": None, "quorum_max": None,
+    "fork_delay_s": None, "terminate_delay_s": None, "delay_s": None, "full_command": False,
+}
 VIRTUAL_SERVER_DEFAULTS: dict[str, Any] = {
     "protocol": "TCP",
     "lvs_sched": "wlc",
@@ -182,6 +192,10 @@ def _resolve_instance(instance: Any, host_defaults: dict[str, Any], index: int) 
     resolved["family"] = families[0] if families else address_family(resolved["unicast_src_ip"]) or 4
     resolved["track_scripts"] = [str(name) for name in resolved["track_scripts"]]
     resolved["track_files"] = [str(name) for name in resolved["track_files"]]
+    resolved["track_processes"] = [
+        _resolve_instance_process(item, f"{what}.track_processes[{position}]")
+        for position, item in enumerate(resolved["track_processes"])
+    ]
     resolved["track_interfaces"] = [str(name) for name in resolved["track_interfaces"]]
     for key in NOTIFY_KEYS:
         resolved[key] = None if resolved[key] in (None, "") else str(resolved[key])
@@ -278,12 +292,39 @@ def _resolve_track_file(track_file: Any, index: int) -> dict[str, Any]:
     return resolved
 
 
+def _resolve_track_process(track_process: Any, index: int) -> dict[str, Any]:
+    resolved = _named_entry(track_process, index, "lvs_director_track_processes", "process", TRACK_PROCESS_DEFAULTS)
+    what = f"lvs_director_track_processes[{track_process['name']}]"
+    resolved["name"] = str(resolved["name"])
+    # The command, then its parameters: `process: haproxy` or `process: [/usr/sbin/haproxy, -f, /etc/haproxy.cfg]`.
+    process = resolved["process"]
+    resolved["process"] = [str(word) for word in process] if isinstance(process, (list, tuple)) else [str(process)]
+    resolved["weight"] = _int(resolved["weight"], f"{what}.weight")
+    resolved["param_match"] = None if resolved["param_match"] in (None, "") else str(resolved["param_match"])
+    for key in ("quorum", "quorum_max"):
+        resolved[key] = _optional(resolved[key], _int, f"{what}.{key}")
+    for key in ("fork_delay_s", "terminate_delay_s", "delay_s"):
+        resolved[key] = _optional(resolved[key], _number, f"{what}.{key}")
+    for key in ("reverse", "full_command"):
+        resolved[key] = _flag(resolved[key], f"{what}.{key}")
+    return resolved
+
+
+def _resolve_instance_process(item: Any, what: str) -> dict[str, Any]:
+    """An instance's track_processes entry, a name or {name, weight} -> {name, weight (None: the process's own)}."""
+    if not isinstance(item, dict):
+        return {"name": str(item), "weight": None}
+    if not item.get("name"):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: {what} needs a name")
+    return {"name": str(item["name"]), "weight": _optional(item.get("weight"), _int, f"{what}.weight")}
+
+
 def resolve(settings: Any) -> dict[str, Any]:
     """One director's role variables -> its complete config (every default filled in, numbers as numbers).
 
     settings -- a dict of the role variables without the prefix: host, router_id, interface, priority, state,
-                advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, track_files, virtual_servers,
-                clients_behind_nat,
+                advert_int_s, vrrp_version, vrrp_instances, vrrp_scripts, track_files, track_processes,
+                virtual_servers, clients_behind_nat,
                 vrrp_only, own_addresses, host_addresses, inhibit_on_failure, sysctls, lvs_timeouts, max_auto_priority,
                 script_files (paths the role deploys), global_defs_extra, vrrp_sync_groups,
                 real_server_weights ({real server address: weight} from playbooks/rebalance.yml),
@@ -314,6 +355,10 @@ def resolve(settings: Any) -> dict[str, Any]:
         # None when unknown (facts not gathered): the checks that need them are then skipped.
         "known_interfaces": None if settings.get("known_interfaces") is None else list(settings["known_interfaces"]),
         "ipvs_available": _flag(settings.get("ipvs_available"), "ipvs_available (found by the preflight)", True),
+        # What the kernel's process events connector answered keepalived's request here: None when it served it or
+        # was not asked (no track process), else its refusal.
+        "process_events_refused": None if not settings.get("process_events_refused")
+        else str(settings["process_events_refused"]),
         "vrrp_instances": [
             _resolve_instance(instance, host_defaults, index)
             for index, instance in enumerate(settings.get("vrrp_instances") or [])
@@ -323,6 +368,9 @@ def resolve(settings: Any) -> dict[str, Any]:
         ],
         "vrrp_scripts": [_resolve_script(script, i) for i, script in enumerate(settings.get("vrrp_scripts") or [])],
         "track_files": [_resolve_track_file(item, i) for i, item in enumerate(settings.get("track_files") or [])],
+        "track_processes": [
+            _resolve_track_process(item, i) for i, item in enumerate(settings.get("track_processes") or [])
+        ],
         "virtual_servers": [
             _resolve_virtual_server(server, index, inhibit_on_failure, weights, drained)
             for index, server in enumerate(settings.get("virtual_servers") or [])

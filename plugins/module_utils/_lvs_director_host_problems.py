@@ -78,9 +78,23 @@ PREEMPT_DELAY_RANGE_S = (0, 1000)
 SCRIPT_WEIGHT_RANGE = (-253, 253)
 # A track_file's weight as VRRP instances use it (keepalived.conf(5), "Track files": -254..254 in track_file { }).
 TRACK_FILE_WEIGHT_RANGE = (-254, 254)
+# A vrrp_track_process (keepalived.conf(5) 2.2.7, "VRRP track processes", and its config test's messages): weight
+# -254..254, also in an instance's track_process block; quorum 1..65535, quorum_max 0..65535 (0 only with quorum 1:
+# "quorum_max is less than quorum - ignoring"); each delay 0.000001..3600 s in whole microseconds; param_match initial
+# or partial ("Invalid param_match type"). Without full_command, parameters or param_match keepalived compares the
+# process with /proc/PID/comm, which holds the program's file name without its folder, cut to TASK_COMM_LEN - 1 = 15
+# bytes (proc(5)): a longer name, or a path, never matches.
+TRACK_PROCESS_WEIGHT_RANGE = (-254, 254)
+QUORUM_RANGE = (1, 65535)
+QUORUM_MAX_RANGE = (0, 65535)
+PROCESS_DELAY_RANGE_S = (0.000001, 3600)
+PROCESS_DELAY_KEYS = ("fork_delay_s", "terminate_delay_s", "delay_s")
+PARAM_MATCHES = ("initial", "partial")
+COMM_MAX_BYTES = 15
 # What an instance tracks by name: (its list of names, the config key that defines them, the role variable).
 TRACKED = (("track_scripts", "vrrp_scripts", "lvs_director_vrrp_scripts"),
-           ("track_files", "track_files", "lvs_director_track_files"))
+           ("track_files", "track_files", "lvs_director_track_files"),
+           ("track_processes", "track_processes", "lvs_director_track_processes"))
 # A weight keepalived does not take: on an address owner (priority 255), and on an instance in a sync group.
 OWNER_WEIGHTED = {
     "track_scripts": "{key}.priority is 255 (address owner) with the weighted track script '{name}' (weight "
@@ -89,6 +103,10 @@ OWNER_WEIGHTED = {
     "track_files": "{key}.priority is 255 (address owner) with the track file '{name}' of weight {weight}, and "
     "keepalived.conf(5) requires weight 0 for an address owner; use a priority of 254 or less, or weight 0 (a non-zero "
     "number in the file then faults the instance)",
+    "track_processes": "{key}.priority is 255 (address owner) with the track process '{name}' of weight {weight}, "
+    "and keepalived.conf(5) requires weight 0 for an address owner (whose priority track_process cannot lower, so the "
+    "weight never moves the VIP; keepalived's config test passes it); use a priority of 254 or less, or weight 0 (a "
+    "lost quorum then faults the instance)",
 }
 SYNC_GROUP_WEIGHTED = {
     "track_scripts": "{key} has {member}, which tracks the weighted script(s) {names}; keepalived ignores weights in a "
@@ -97,6 +115,9 @@ SYNC_GROUP_WEIGHTED = {
     "track_files": "{key} has {member}, which tracks the track file(s) {names} with a weight, and keepalived.conf(5) "
     "requires weight 0 for a track file of an instance in a sync group; set weight 0 (a non-zero number in the file "
     "then faults the whole group)",
+    "track_processes": "{key} has {member}, which tracks the track process(es) {names} with a weight, and "
+    "keepalived.conf(5) requires weight 0 for a track process of an instance in a sync group (keepalived's config test "
+    "passes it, and the members' priorities then differ); set weight 0 (a lost quorum then faults the whole group)",
 }
 
 
@@ -172,6 +193,7 @@ def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, An
                 )
             elif priority == PRIORITY_RANGE[1] and definition["weight"]:
                 found.append(OWNER_WEIGHTED[kind].format(key=key, name=name, weight=definition["weight"]))
+    found += _instance_process_problems(instance, key)
     if instance["auth_pass"] is not None and _unquotable(instance["auth_pass"]):
         found.append(
             f"{key}.auth_pass contains a double quote, a backslash or a line break, which keepalived cannot read "
@@ -182,15 +204,38 @@ def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, An
 
 def _tracked(config: dict[str, Any], instance: dict[str, Any] | None, kind: str,
              defined_in: str) -> list[tuple[str, dict[str, Any] | None]]:
-    """(name, its definition or None) of each script or file the instance tracks, in the instance's order."""
+    """(name, its definition or None) of each script, file or process the instance tracks, in the instance's order.
+
+    A weight the instance gives a process replaces the definition's (keepalived.conf(5): "weight defaults to weight
+    configured in vrrp_track_process").
+    """
     definitions = {entry["name"]: entry for entry in config[defined_in]}
-    return [(name, definitions.get(name)) for name in (instance or {}).get(kind, [])]
+    found: list[tuple[str, dict[str, Any] | None]] = []
+    for item in (instance or {}).get(kind, []):
+        name, weight = (item["name"], item["weight"]) if isinstance(item, dict) else (item, None)
+        definition = definitions.get(name)
+        found.append((name, definition if definition is None or weight is None else dict(definition, weight=weight)))
+    return found
+
+
+def _instance_process_problems(instance: dict[str, Any], key: str) -> list[str]:
+    """An instance's own track_process lines keepalived refuses: a name twice, a weight outside -254..254."""
+    found = []
+    names = [item["name"] for item in instance["track_processes"]]
+    for name in sorted({name for name in names if names.count(name) > 1}):
+        found.append(f"{key}.track_processes names '{name}' twice, which keepalived refuses (\"duplicate "
+                     f"track_process {name} - ignoring\"); list it once")
+    for item in instance["track_processes"]:
+        if item["weight"] is not None and _out_of_range(item["weight"], *TRACK_PROCESS_WEIGHT_RANGE):
+            found.append(f"{key}.track_processes gives '{item['name']}' weight {item['weight']}; keepalived takes "
+                         "-254 to 254")
+    return found
 
 
 def _name_problems(host: str, config: dict[str, Any]) -> list[str]:
     """Names keepalived would read as something else than one word (NAME_BREAKING)."""
     named = [(f"lvs_director_{kind}", entry["name"])
-             for kind in ("vrrp_instances", "vrrp_scripts", "track_files", "vrrp_sync_groups")
+             for kind in ("vrrp_instances", "vrrp_scripts", "track_files", "track_processes", "vrrp_sync_groups")
              for entry in config[kind]]
     return [
         f"{host}: {key}[{name}].name is {name!r}, which keepalived cannot read as one word (a blank, #, !, a brace "
@@ -211,6 +256,8 @@ def _quote_problems(host: str, config: dict[str, Any]) -> list[str]:
                      "or a line break, which keepalived cannot read; use plain characters")
     values = [(f"lvs_director_vrrp_scripts[{s['name']}].script", s["script"]) for s in config["vrrp_scripts"]]
     values += [(f"lvs_director_track_files[{t['name']}].file", t["file"]) for t in config["track_files"]]
+    values += [(f"lvs_director_track_processes[{p['name']}].process", word)
+               for p in config["track_processes"] for word in p["process"]]
     for instance in config["vrrp_instances"]:
         values += [(f"lvs_director_vrrp_instances[{instance['name']}].{k}", instance[k]) for k in NOTIFY_KEYS]
     for group in config["vrrp_sync_groups"]:
@@ -417,6 +464,7 @@ def _global_problems(host: str, config: dict[str, Any]) -> tuple[list[str], list
                     "reads whole seconds; use a whole number of at least 1"
                 )
     found += _track_file_problems(host, config)
+    found += _track_process_problems(host, config)
     sysctls = config["sysctls"] or {}
     inhibited = [server for server in config["virtual_servers"] if server["inhibit_on_failure"]]
     if config["virtual_servers"] and not inhibited and str(
@@ -448,6 +496,73 @@ def _track_file_problems(host: str, config: dict[str, Any]) -> list[str]:
     return found
 
 
+def _track_process_problems(host: str, config: dict[str, Any]) -> list[str]:
+    """Track processes keepalived would refuse or never match: a duplicate name, a value off range, a quorum above
+    quorum_max, a process name /proc/PID/comm cannot hold."""
+    found = []
+    names = [track["name"] for track in config["track_processes"]]
+    for name in sorted({name for name in names if names.count(name) > 1}):
+        found.append(f"{host}: lvs_director_track_processes has two entries named '{name}', and keepalived tracks "
+                     "only the first; rename one")
+    for track in config["track_processes"]:
+        key = f"{host}: lvs_director_track_processes[{track['name']}]"
+        found += _process_range_problems(key, track)
+        quorum, quorum_max = track["quorum"] or 1, track["quorum_max"]
+        if quorum_max is not None and (quorum_max or quorum > 1) and quorum_max < quorum:
+            found.append(f"{key}.quorum is {quorum}, above quorum_max {quorum_max}, and keepalived ignores "
+                         "quorum_max then (\"quorum_max is less than quorum - ignoring\"); raise quorum_max or lower "
+                         "quorum")
+        if track["param_match"] is not None and track["param_match"] not in PARAM_MATCHES:
+            found.append(f"{key}.param_match is {track['param_match']!r}, which keepalived ignores (\"Invalid "
+                         "param_match type\"); use initial or partial, or leave it unset")
+        command = track["process"][0]
+        matches_comm = not (track["full_command"] or track["param_match"] or len(track["process"]) > 1)
+        if matches_comm and ("/" in command or len(command.encode()) > COMM_MAX_BYTES):
+            found.append(f"{key}.process is {command!r}, but without full_command keepalived compares it with the "
+                         "process name (/proc/PID/comm), which is the program's file name without its folder and at "
+                         f"most {COMM_MAX_BYTES} bytes, so it never matches; give that name, or set full_command: true")
+    return found
+
+
+def _process_range_problems(key: str, track: dict[str, Any]) -> list[str]:
+    found = []
+    if _out_of_range(track["weight"], *TRACK_PROCESS_WEIGHT_RANGE):
+        found.append(f"{key}.weight is {track['weight']}; a VRRP instance takes -254 to 254")
+    for field, (low, high) in (("quorum", QUORUM_RANGE), ("quorum_max", QUORUM_MAX_RANGE)):
+        if track[field] is not None and _out_of_range(track[field], low, high):
+            found.append(f"{key}.{field} is {track[field]}; keepalived takes {low} to {high}")
+    for field in PROCESS_DELAY_KEYS:
+        value = track[field]
+        if value is not None and (_out_of_range(value, *PROCESS_DELAY_RANGE_S) or round(value * 1e6, 3) % 1):
+            found.append(f"{key}.{field} is {value}; keepalived takes 0.000001 to 3600 seconds in whole "
+                         "microseconds")
+    return found
+
+
+def _process_events_problems(host: str, config: dict[str, Any]) -> list[str]:
+    """Track processes on a host whose kernel gives keepalived no process events.
+
+    keepalived reads /proc once at its start and then learns of each process start and end from the kernel's process
+    events connector (keepalived.conf(5), "VRRP track processes"). The kernel serves that connector only in the
+    initial network namespace: in a container's or an `ip netns` one it refuses the request (ECONNREFUSED), keepalived
+    2.2.7 logs "Failed to set/clear process event listen - errno 111 - Connection refused" and reports the quorum as
+    not achieved however many processes run, so each instance that tracks one stays in FAULT (weight 0) or at a
+    lowered priority.
+    """
+    refused = config["process_events_refused"]
+    trackers = [instance["name"] for instance in config["vrrp_instances"] if instance["track_processes"]]
+    if refused is None or not trackers:
+        return []
+    return [
+        f"{host}: lvs_director_vrrp_instances {', '.join(trackers)} track processes, but this host's kernel refuses "
+        f"keepalived the process events it tracks them by ({refused.strip()}): it serves them only in the initial "
+        "network namespace, not in a container's or an ip netns one, so keepalived would log \"Failed to set/clear "
+        "process event listen\" and hold each instance that tracks a process in FAULT (or at a lowered priority) "
+        "however many run; run keepalived in the host's network namespace, or track the process with a vrrp script "
+        "(lvs_director_vrrp_scripts, e.g. pidof) instead"
+    ]
+
+
 def host_problems(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     host = config["host"]
     errors, warnings = [], []
@@ -463,6 +578,7 @@ def host_problems(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[di
                 "lvs_director_vrrp_only: true to run VRRP only"
             )
         )
+    errors += [finding([host], message) for message in _process_events_problems(host, config)]
     if not config["vrrp_instances"]:
         errors.append(
             finding([host], f"{host}: lvs_director_vrrp_instances is empty; define at least one VRRP instance")

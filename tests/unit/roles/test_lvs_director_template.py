@@ -27,9 +27,17 @@ def everything():
         "track_files": [{"name": "maintenance", "file": "/run/hpc-balance-maintenance", "weight": 0, "init_value": 0},
                         {"name": "lower_by", "file": "/run/hpc-balance-lower-by", "weight": -50, "init_value": 0,
                          "init_overwrite": True}],
+        # keepalived.conf(5), "VRRP track processes": weight 0 faults outside quorum..quorum_max; another weight moves
+        # the priority; parameters (quoted words, "quotes removed") and param_match match the command line.
+        "track_processes": [{"name": "haproxy", "process": "haproxy", "weight": 0, "quorum": 1, "quorum_max": 0,
+                             "delay_s": 0.5},
+                            {"name": "nginx", "process": ["/usr/sbin/nginx", "-g", "daemon off;"],
+                             "param_match": "partial", "weight": -30, "reverse": True, "quorum": 2, "quorum_max": 4,
+                             "delay_s": 2, "fork_delay_s": 0.000002, "terminate_delay_s": 1.5, "full_command": True}],
         "vrrp_instances": [
             {"name": "VI_V3", "virtual_router_id": 51, "virtual_ipaddresses": ["198.18.0.100", "198.18.0.101/24"],
              "track_scripts": ["chk_true"], "track_files": ["lower_by"], "track_interfaces": ["lo"],
+             "track_processes": ["nginx", {"name": "haproxy", "weight": -40}],
              "unicast_src_ip": "198.18.0.11", "unicast_peers": ["198.18.0.12"],
              "notify_master": "/bin/true master", "notify": "/bin/true"},
             {"name": "VI_V2", "virtual_router_id": 52, "vrrp_version": 2, "advert_int_s": 1, "state": "BACKUP",
@@ -38,7 +46,7 @@ def everything():
              "virtual_ipaddresses": ["198.18.0.103"]},
             # An IPv4 and an IPv6 instance on one VRID, moved together by a sync group.
             {"name": "VI_V4", "virtual_router_id": 54, "virtual_ipaddresses": ["198.18.0.104"],
-             "track_files": ["maintenance"]},
+             "track_files": ["maintenance"], "track_processes": ["haproxy"]},
             {"name": "VI_V6", "virtual_router_id": 54, "virtual_ipaddresses": ["2001:db8::100"]},
         ],
         "vrrp_sync_groups": [{"name": "G_LVS", "instances": ["VI_V4", "VI_V6"], "notify_master": "/bin/true master",
@@ -211,3 +219,30 @@ def test_track_files_are_declared_once_and_tracked_by_their_instances(render):  
     instance = text.split("vrrp_instance VI_V4 {", 1)[1].split("\n}", 1)[0]
     assert "    track_file {\n        maintenance\n    }" in instance
     assert "track_file {" not in text.split("vrrp_instance VI_V2 {", 1)[1].split("\n}", 1)[0]
+
+
+def test_track_processes_are_declared_once_and_tracked_by_their_instances(render):
+    text = render_config(render, everything())
+    # quorum before quorum_max: keepalived reads "quorum_max 0" only after a quorum of 1 (else "Quorum is greater than
+    # quorum_max - ignoring"); every word of the process quoted, as keepalived.conf(5) shows.
+    assert ('vrrp_track_process haproxy {\n    process "haproxy"\n    weight 0\n    quorum 1\n    quorum_max 0\n'
+            '    delay 0.5\n}') in text
+    assert ('vrrp_track_process nginx {\n    process "/usr/sbin/nginx" "-g" "daemon off;"\n    param_match partial\n'
+            '    weight -30 reverse\n    quorum 2\n    quorum_max 4\n    delay 2\n    fork_delay 0.000002\n'
+            '    terminate_delay 1.5\n    full_command\n}') in text
+    instance = text.split("vrrp_instance VI_V3 {", 1)[1].split("\n}", 1)[0]
+    assert "    track_process {\n        nginx\n        haproxy weight -40\n    }" in instance
+    instance = text.split("vrrp_instance VI_V4 {", 1)[1].split("\n}", 1)[0]
+    assert "    track_process {\n        haproxy\n    }" in instance
+    assert "track_process {" not in text.split("vrrp_instance VI_V2 {", 1)[1].split("\n}", 1)[0]
+
+
+def test_a_delay_is_written_in_decimals_keepalived_reads(render, tmp_path):
+    """Python writes 0.00005 as 5e-05, which keepalived's config test refuses ("invalid number '5e-05'")."""
+    resolved = everything()
+    resolved["track_processes"][0]["delay_s"] = 0.00005
+    text = render_config(render, resolved)
+    assert "    delay 0.00005\n" in text
+    if KEEPALIVED is not None:
+        result = keepalived_config_test(text, tmp_path)
+        assert result.returncode == 0, result.stderr
