@@ -9,15 +9,11 @@ letters, digits, '_', '-', '.', a backslash or a single quote.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
-from lvs_director_pair import VIP, pair_settings
+from lvs_director_pair import KEEPALIVED, VIP, pair_errors
 
-from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_problems, lvs_director_resolve
-
-KEEPALIVED = shutil.which("keepalived") or (shutil.which("keepalived", path="/usr/sbin:/sbin"))
 BREAKING = ["VI LVS", "VI\tLVS", "VI#LVS", "VI!LVS", "VI{LVS", "VI}LVS", 'VI"LVS']
 READABLE = ["VI_LVS", "VI-LVS.1", "VI\\LVS", "VI'LVS"]
 
@@ -28,10 +24,6 @@ def instance_block(name):
             f"    unicast_peer {{\n        198.18.0.12\n    }}\n"
             f"    virtual_ipaddress {{\n        {VIP}/32\n    }}\n}}\n")
 
-
-def errors(**both):
-    found = lvs_director_problems([lvs_director_resolve(pair_settings(host, **both)) for host in ("dir1", "dir2")])
-    return [entry["message"] for entry in found["errors"]]
 
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
@@ -47,7 +39,7 @@ def test_the_oracle_keepalived_refuses_exactly_the_names_the_preflight_refuses(t
 @pytest.mark.parametrize("name", BREAKING)
 def test_an_instance_name_keepalived_cannot_read_is_refused(name):
     instances = [{"name": name, "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}]
-    assert errors(vrrp_instances=instances) == [
+    assert pair_errors(vrrp_instances=instances) == [
         f"{host}: lvs_director_vrrp_instances[{name}].name is {name!r}, which keepalived cannot read as one word (a "
         "blank, #, !, a brace or a quote splits or ends it); use letters, digits, '_', '-' and '.'"
         for host in ("dir1", "dir2")
@@ -56,7 +48,7 @@ def test_an_instance_name_keepalived_cannot_read_is_refused(name):
 
 @pytest.mark.parametrize("name", READABLE)
 def test_an_instance_name_keepalived_reads_passes(name):
-    assert errors(vrrp_instances=[{"name": name, "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}]) == []
+    assert pair_errors(vrrp_instances=[{"name": name, "virtual_router_id": 51, "virtual_ipaddresses": [VIP]}]) == []
 
 
 def test_script_and_sync_group_names_are_checked_too():
@@ -65,7 +57,7 @@ def test_script_and_sync_group_names_are_checked_too():
                   "track_scripts": ["chk web"]},
                  {"name": "VI_LVS6", "virtual_router_id": 51, "virtual_ipaddresses": ["2001:db8::100"]}]
     groups = [{"name": "G#1", "instances": ["VI_LVS", "VI_LVS6"]}]
-    found = errors(vrrp_scripts=scripts, vrrp_instances=instances, vrrp_sync_groups=groups)
+    found = pair_errors(vrrp_scripts=scripts, vrrp_instances=instances, vrrp_sync_groups=groups)
     assert [m.split(".name is")[0] for m in found if ".name is" in m] == [
         "dir1: lvs_director_vrrp_scripts[chk web]", "dir1: lvs_director_vrrp_sync_groups[G#1]",
         "dir2: lvs_director_vrrp_scripts[chk web]", "dir2: lvs_director_vrrp_sync_groups[G#1]",

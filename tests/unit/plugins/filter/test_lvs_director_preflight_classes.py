@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from lvs_director_pair import VIP, pair_settings
+from lvs_director_pair import VIP, VIP6, pair_settings
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
     lvs_director_problems,
@@ -15,7 +15,6 @@ from ansible_collections.hpc.balance.plugins.filter.lvs_director import (
     lvs_director_script_paths,
 )
 
-VIP6 = "2001:db8::100"
 KEY = f"lvs_director_virtual_servers[{VIP}:80]"
 
 

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lvs_director_pair import VIP, pair_settings
+from lvs_director_pair import KEEPALIVED, VIP, pair_settings
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_problems, lvs_director_resolve
 
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "lvs_director"
 PROBE = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["lvs_director_process_events_probe"]
-KEEPALIVED = shutil.which("keepalived") or shutil.which("keepalived", path="/usr/sbin:/sbin")
 IP = shutil.which("ip") or shutil.which("ip", path="/usr/sbin:/sbin")
 NAMESPACES = pytest.mark.skipif(os.geteuid() != 0 or IP is None, reason="needs root and ip(8) for a network namespace")
 REFUSED = "the process events connector: [Errno 111] Connection refused"

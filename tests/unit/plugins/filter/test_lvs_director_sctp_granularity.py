@@ -16,11 +16,10 @@ each fixture follows, from keepalived 2.2.7 (acassen/keepalived) and keepalived.
 from __future__ import annotations
 
 import pytest
-from lvs_director_pair import REAL_SERVERS, VIP, pair_settings
+from lvs_director_pair import REAL_SERVERS, VIP, VIP6, pair_settings
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_problems, lvs_director_resolve
 
-VIP6 = "2001:db8::100"
 KEY = f"lvs_director_virtual_servers[{VIP}:80]"
 KEY6 = f"lvs_director_virtual_servers[{VIP6}:80]"
 

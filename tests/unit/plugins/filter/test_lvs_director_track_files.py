@@ -9,21 +9,10 @@ instance in a sync group, and an address owner (priority 255), take weight 0 onl
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
 import pytest
-from lvs_director_pair import VIP, pair_settings
+from lvs_director_pair import KEEPALIVED, VIP, VIP6, keepalived_pair_test, pair_errors, pair_settings
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_problems, lvs_director_resolve
-
-KEEPALIVED = shutil.which("keepalived") or shutil.which("keepalived", path="/usr/sbin:/sbin")
-VIP6 = "2001:db8::100"
-
-
-def errors(**both):
-    found = lvs_director_problems([lvs_director_resolve(pair_settings(host, **both)) for host in ("dir1", "dir2")])
-    return [entry["message"] for entry in found["errors"]]
 
 
 def track(weight=0, file="/run/hpc-balance-maintenance", **fields):
@@ -44,24 +33,13 @@ def in_sync_group():
 
 def keepalived_verdict(tmp_path, weight, sync_group):
     """keepalived --config-test on one track_file tracked by VI_4, with VI_6 beside it in a sync group or not."""
-    instance = ("vrrp_instance {name} {{\n    state BACKUP\n    interface eth0\n    virtual_router_id 51\n"
-                "    priority 100\n    unicast_peer {{\n        {peer}\n    }}\n    virtual_ipaddress {{\n"
-                "        {vip}\n    }}\n{track}}}\n")
-    text = f'track_file maintenance {{\n    file "{tmp_path}/maintenance"\n    weight {weight}\n}}\n'
-    text += instance.format(name="VI_4", peer="198.18.0.12", vip=VIP,
-                            track="    track_file {\n        maintenance\n    }\n")
-    text += instance.format(name="VI_6", peer="2001:db8::12", vip=VIP6, track="")
-    if sync_group:
-        text += "vrrp_sync_group G_LVS {\n    group {\n        VI_4\n        VI_6\n    }\n}\n"
-    config = tmp_path / "keepalived.conf"
-    config.write_text(text)
-    return subprocess.run([KEEPALIVED, "--config-test", "--all-config", "--use-file", str(config)],
-                          capture_output=True, text=True, timeout=30, check=False)
+    block = f'track_file maintenance {{\n    file "{tmp_path}/maintenance"\n    weight {weight}\n}}\n'
+    return keepalived_pair_test(tmp_path, block, "    track_file {\n        maintenance\n    }\n", sync_group)
 
 
 def test_a_maintenance_switch_and_a_weighted_file_pass():
-    assert errors(track_files=track(0, init_value=0), vrrp_instances=tracked()) == []
-    assert errors(track_files=track(-60), vrrp_instances=tracked()) == []
+    assert pair_errors(track_files=track(0, init_value=0), vrrp_instances=tracked()) == []
+    assert pair_errors(track_files=track(-60), vrrp_instances=tracked()) == []
 
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
@@ -76,13 +54,13 @@ def test_the_oracle_keepalived_refuses_a_weighted_track_file_in_a_sync_group_onl
 
 
 def test_a_weighted_track_file_in_a_sync_group_is_refused_as_keepalived_config_test_fails_on_it():
-    assert errors(track_files=track(-50), **in_sync_group()) == [
+    assert pair_errors(track_files=track(-50), **in_sync_group()) == [
         f"{host}: lvs_director_vrrp_sync_groups[G_LVS] has VI_4, which tracks the track file(s) maintenance with a "
         "weight, and keepalived.conf(5) requires weight 0 for a track file of an instance in a sync group; set "
         "weight 0 (a non-zero number in the file then faults the whole group)"
         for host in ("dir1", "dir2")
     ]
-    assert errors(track_files=track(0), **in_sync_group()) == []
+    assert pair_errors(track_files=track(0), **in_sync_group()) == []
 
 
 def test_an_address_owner_takes_weight_0_only():
@@ -120,12 +98,12 @@ def test_the_oracle_keepalived_ignores_a_weight_out_of_range(tmp_path):
      "word (a blank, #, !, a brace or a quote splits or ends it); use letters, digits, '_', '-' and '.'"),
 ], ids=["weight", "relative", "quote", "twice", "name"])
 def test_a_track_file_keepalived_cannot_use_is_refused(entry, message):
-    found = errors(track_files=entry)
+    found = pair_errors(track_files=entry)
     assert [message.format(n=1), message.format(n=2)] == [text for text in found if "track_files" in text]
 
 
 def test_an_instance_tracking_an_undefined_file_is_refused():
-    assert errors(vrrp_instances=tracked()) == [
+    assert pair_errors(vrrp_instances=tracked()) == [
         f"{host}: lvs_director_vrrp_instances[VI_LVS].track_files names 'maintenance', which lvs_director_track_files "
         "does not define; define it there or remove it"
         for host in ("dir1", "dir2")

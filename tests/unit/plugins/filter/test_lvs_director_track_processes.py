@@ -14,22 +14,15 @@ for those the preflight is the only check.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
-from lvs_director_pair import VIP, pair_settings
+from lvs_director_pair import KEEPALIVED, VIP, VIP6, keepalived_pair_test, pair_errors, pair_settings
 
 from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_problems, lvs_director_resolve
 
-KEEPALIVED = shutil.which("keepalived") or shutil.which("keepalived", path="/usr/sbin:/sbin")
-VIP6 = "2001:db8::100"
 KEY = "dir{n}: lvs_director_track_processes[haproxy]"
 
-
-def errors(**both):
-    found = lvs_director_problems([lvs_director_resolve(pair_settings(host, **both)) for host in ("dir1", "dir2")])
-    return [entry["message"] for entry in found["errors"]]
 
 
 def track(weight=0, process="haproxy", **fields):
@@ -50,25 +43,14 @@ def in_sync_group(entry="haproxy"):
 def keepalived_verdict(tmp_path, block="    weight 0\n", tracks="        haproxy\n", sync_group=False, priority=100):
     """keepalived --config-test on one vrrp_track_process haproxy (`block` after its process line) tracked by VI_4 as
     `tracks`, with VI_6 beside it in a sync group or not."""
-    instance = ("vrrp_instance {name} {{\n    state BACKUP\n    interface eth0\n    virtual_router_id 51\n"
-                "    priority {priority}\n    unicast_peer {{\n        {peer}\n    }}\n    virtual_ipaddress {{\n"
-                "        {vip}\n    }}\n{track}}}\n")
-    text = f'vrrp_track_process haproxy {{\n    process "haproxy"\n{block}}}\n'
-    text += instance.format(name="VI_4", priority=priority, peer="198.18.0.12", vip=VIP,
-                            track=f"    track_process {{\n{tracks}    }}\n")
-    text += instance.format(name="VI_6", priority=100, peer="2001:db8::12", vip=VIP6, track="")
-    if sync_group:
-        text += "vrrp_sync_group G_LVS {\n    group {\n        VI_4\n        VI_6\n    }\n}\n"
-    config = tmp_path / "keepalived.conf"
-    config.write_text(text)
-    return subprocess.run([KEEPALIVED, "--config-test", "--all-config", "--use-file", str(config)],
-                          capture_output=True, text=True, timeout=30, check=False)
+    return keepalived_pair_test(tmp_path, f'vrrp_track_process haproxy {{\n    process "haproxy"\n{block}}}\n',
+                                f"    track_process {{\n{tracks}    }}\n", sync_group, priority)
 
 
 def test_a_process_that_faults_and_a_weighted_process_pass():
-    assert errors(track_processes=track(0, delay_s=2), vrrp_instances=tracked()) == []
-    assert errors(track_processes=track(-60, quorum=2, quorum_max=8), vrrp_instances=tracked()) == []
-    assert errors(track_processes=track(0, process=["/usr/sbin/haproxy", "-f", "/etc/haproxy/haproxy.cfg"],
+    assert pair_errors(track_processes=track(0, delay_s=2), vrrp_instances=tracked()) == []
+    assert pair_errors(track_processes=track(-60, quorum=2, quorum_max=8), vrrp_instances=tracked()) == []
+    assert pair_errors(track_processes=track(0, process=["/usr/sbin/haproxy", "-f", "/etc/haproxy/haproxy.cfg"],
                                         param_match="initial"), vrrp_instances=tracked()) == []
 
 
@@ -92,10 +74,10 @@ def test_a_weighted_track_process_in_a_sync_group_is_refused_as_keepalived_conf_
         "then faults the whole group)"
         for host in ("dir1", "dir2")
     ]
-    assert errors(track_processes=track(-50), **in_sync_group()) == message
-    assert errors(track_processes=track(0), **in_sync_group({"name": "haproxy", "weight": -30})) == message
-    assert errors(track_processes=track(-50), **in_sync_group({"name": "haproxy", "weight": 0})) == []
-    assert errors(track_processes=track(0), **in_sync_group()) == []
+    assert pair_errors(track_processes=track(-50), **in_sync_group()) == message
+    assert pair_errors(track_processes=track(0), **in_sync_group({"name": "haproxy", "weight": -30})) == message
+    assert pair_errors(track_processes=track(-50), **in_sync_group({"name": "haproxy", "weight": 0})) == []
+    assert pair_errors(track_processes=track(0), **in_sync_group()) == []
 
 
 def test_an_address_owner_takes_weight_0_only():
@@ -187,14 +169,14 @@ def test_the_oracle_keepalived_reads_quorum_max_0_after_quorum_1(tmp_path):
 ], ids=["weight", "quorum", "quorum-max", "quorum-above-max", "quorum-above-max-0", "delay", "microseconds",
         "terminate-delay", "param-match", "quote", "twice", "name"])
 def test_a_track_process_keepalived_cannot_use_is_refused(entry, message):
-    found = errors(track_processes=entry)
+    found = pair_errors(track_processes=entry)
     assert [message.format(n=1), message.format(n=2)] == [text for text in found if "track_processes" in text]
 
 
 @pytest.mark.parametrize("fields", [{"quorum_max": 0}, {"quorum": 1, "quorum_max": 0}, {"delay_s": 0.000001},
                                     {"fork_delay_s": 0.1, "terminate_delay_s": 3600}])
 def test_the_values_keepalived_reads_pass(fields):
-    assert errors(track_processes=track(0, **fields)) == []
+    assert pair_errors(track_processes=track(0, **fields)) == []
 
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
@@ -213,14 +195,14 @@ def test_a_process_name_that_proc_pid_comm_cannot_hold_is_refused_without_full_c
     message = (f"{KEY}.process is {process!r}, but without full_command keepalived compares it with the process name "
                "(/proc/PID/comm), which is the program's file name without its folder and at most 15 bytes, so it "
                "never matches; give that name, or set full_command: true")
-    assert errors(track_processes=track(0, process=process)) == [message.format(n=1), message.format(n=2)]
-    assert errors(track_processes=track(0, process=process, full_command=True)) == []
-    assert errors(track_processes=track(0, process=[process, "-f", "/etc/haproxy/haproxy.cfg"])) == []
-    assert errors(track_processes=track(0, process="haproxy_exporte")) == []
+    assert pair_errors(track_processes=track(0, process=process)) == [message.format(n=1), message.format(n=2)]
+    assert pair_errors(track_processes=track(0, process=process, full_command=True)) == []
+    assert pair_errors(track_processes=track(0, process=[process, "-f", "/etc/haproxy/haproxy.cfg"])) == []
+    assert pair_errors(track_processes=track(0, process="haproxy_exporte")) == []
 
 
 def test_an_instance_tracking_an_undefined_process_is_refused():
-    assert errors(vrrp_instances=tracked()) == [
+    assert pair_errors(vrrp_instances=tracked()) == [
         f"{host}: lvs_director_vrrp_instances[VI_LVS].track_processes names 'haproxy', which "
         "lvs_director_track_processes does not define; define it there or remove it"
         for host in ("dir1", "dir2")
@@ -228,12 +210,13 @@ def test_an_instance_tracking_an_undefined_process_is_refused():
 
 
 def test_an_instance_listing_a_process_twice_or_with_a_weight_off_range_is_refused():
-    assert errors(track_processes=track(0), vrrp_instances=tracked("haproxy", {"name": "haproxy", "weight": -20})) == [
+    twice = tracked("haproxy", {"name": "haproxy", "weight": -20})
+    assert pair_errors(track_processes=track(0), vrrp_instances=twice) == [
         f"{host}: lvs_director_vrrp_instances[VI_LVS].track_processes names 'haproxy' twice, which keepalived refuses "
         "(\"duplicate track_process haproxy - ignoring\"); list it once"
         for host in ("dir1", "dir2")
     ]
-    assert errors(track_processes=track(0), vrrp_instances=tracked({"name": "haproxy", "weight": -300})) == [
+    assert pair_errors(track_processes=track(0), vrrp_instances=tracked({"name": "haproxy", "weight": -300})) == [
         f"{host}: lvs_director_vrrp_instances[VI_LVS].track_processes gives 'haproxy' weight -300; keepalived takes "
         "-254 to 254"
         for host in ("dir1", "dir2")
