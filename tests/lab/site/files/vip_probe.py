@@ -10,6 +10,9 @@ Each real server of the scenario answers with its own name, so the client sees w
                                              a connection every INTERVAL_S (0.25) s until STOP_FILE exists (300 s at
                                              most), each given TIMEOUT_S (1) s; each one appends {"t": epoch_s,
                                              "server": name or null, "error": text or null} to LOG
+  vip_probe.py stop STOP_FILE LOG [LOG..]     creates STOP_FILE and waits until each watch writing a LOG has logged
+                                             its last connection and ended (10 s at most); prints {"ended": [..],
+                                             "still_running": [..]} and fails when one did not end
   vip_probe.py outage LOG SINCE_EPOCH_S NAME what the clients saw of NAME after SINCE (a reboot's start), as JSON:
                                              its last answer before its longest silence and its first one after
                                              (seconds after SINCE), and the connections that failed meanwhile
@@ -52,6 +55,9 @@ CONNECT_TIMEOUT_S = 1.0
 COUNT_TIMEOUT_S = 2.0
 WATCH_INTERVAL_S = 0.25
 WATCH_LIMIT_S = 300.0
+# How long stop waits for the watches: one connection's timeout (3 s at most in the scenarios) and one interval, with
+# room for a loaded host.
+STOP_WAIT_S = 10.0
 STREAM_INTERVAL_S = 0.1
 # A session whose echoes stop for longer than this counts as stalled (issue: "0 stalls over 2 s").
 STREAM_STALL_LIMIT_S = 2.0
@@ -133,9 +139,15 @@ def count(url: str, connections: int, state: Path = NEXT_SOURCE_PORT_FILE) -> di
             "source_ports": [used[0], used[-1]] if used else []}
 
 
+def _ended_marker(log_path: Path) -> Path:
+    """Where a watch says it logged its last connection and ended because its stop file appeared."""
+    return log_path.with_name(log_path.name + ".ended")
+
+
 def watch(url: str, log_path: Path, stop_file: Path, interval_s: float = WATCH_INTERVAL_S,
           timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     deadline = time.monotonic() + WATCH_LIMIT_S
+    _ended_marker(log_path).unlink(missing_ok=True)
     with log_path.open("a") as log:
         while not stop_file.exists() and time.monotonic() < deadline:
             started = time.monotonic()
@@ -143,6 +155,24 @@ def watch(url: str, log_path: Path, stop_file: Path, interval_s: float = WATCH_I
             log.write(json.dumps({"t": time.time(), "server": server, "error": error}) + "\n")
             log.flush()
             time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+    if stop_file.exists():
+        _ended_marker(log_path).touch()
+
+
+def stop(stop_file: Path, log_paths: list[Path], timeout_s: float = STOP_WAIT_S) -> dict:
+    """Stop the watches writing ``log_paths`` and wait until each has logged the connection it had in flight.
+
+    A condition, not a fixed sleep: a watch ends within one connection's timeout and one interval after the stop
+    file appears, and reading its log before then would miss that connection.
+    """
+    stop_file.touch()
+    deadline = time.monotonic() + timeout_s
+    running = list(log_paths)
+    while running and time.monotonic() < deadline:
+        time.sleep(0.05)
+        running = [log_path for log_path in running if not _ended_marker(log_path).exists()]
+    return {"ended": [str(path) for path in log_paths if path not in running],
+            "still_running": [str(path) for path in running]}
 
 
 def gaps(records: list[dict], since_s: float) -> dict:
@@ -335,6 +365,10 @@ def main(argv: list[str]) -> int:
         timing = [float(value) for value in arguments[3:5]]
         watch(arguments[0], Path(arguments[1]), Path(arguments[2]), *timing)
         return 0
+    if command == "stop":
+        result = stop(Path(arguments[0]), [Path(argument) for argument in arguments[1:]])
+        print(json.dumps(result))
+        return 0 if not result["still_running"] else 1
     if command == "gaps":
         lines = Path(arguments[0]).read_text().splitlines()
         print(json.dumps(gaps([json.loads(line) for line in lines if line], float(arguments[1]))))
