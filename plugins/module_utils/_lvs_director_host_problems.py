@@ -543,22 +543,23 @@ def _process_events_problems(host: str, config: dict[str, Any]) -> list[str]:
     """Track processes on a host whose kernel gives keepalived no process events.
 
     keepalived reads /proc once at its start and then learns of each process start and end from the kernel's process
-    events connector (keepalived.conf(5), "VRRP track processes"). The kernel serves that connector only in the
-    initial network namespace: in a container's or an `ip netns` one it refuses the request (ECONNREFUSED), keepalived
-    2.2.7 logs "Failed to set/clear process event listen - errno 111 - Connection refused" and reports the quorum as
-    not achieved however many processes run, so each instance that tracks one stays in FAULT (weight 0) or at a
-    lowered priority.
+    events (keepalived.conf(5), "VRRP track processes"). The kernel sends them only when built with CONFIG_PROC_EVENTS
+    (Debian's user-mode Linux 6.1 is not, and keepalived there never sees a process start) and only in the initial
+    network namespace: in a container's or an `ip netns` one it refuses the request (ECONNREFUSED), and keepalived
+    2.2.7 logs "Failed to set/clear process event listen - errno 111 - Connection refused" and holds each instance
+    that tracks a process in FAULT however many run.
     """
     refused = config["process_events_refused"]
     trackers = [instance["name"] for instance in config["vrrp_instances"] if instance["track_processes"]]
     if refused is None or not trackers:
         return []
     return [
-        f"{host}: lvs_director_vrrp_instances {', '.join(trackers)} track processes, but this host's kernel refuses "
-        f"keepalived the process events it tracks them by ({refused.strip()}): it serves them only in the initial "
-        "network namespace, not in a container's or an ip netns one, so keepalived would log \"Failed to set/clear "
-        "process event listen\" and hold each instance that tracks a process in FAULT (or at a lowered priority) "
-        "however many run; run keepalived in the host's network namespace, or track the process with a vrrp script "
+        f"{host}: lvs_director_vrrp_instances {', '.join(trackers)} track processes, but keepalived would learn of no "
+        f"process start or end on this host ({refused.strip()}): the kernel sends process events only when built with "
+        "CONFIG_PROC_EVENTS, and only in the initial network namespace, not in a container's own or an ip netns one. "
+        "An instance that tracks a process would keep the state it had when keepalived started, or stay in FAULT "
+        "where the kernel refuses keepalived's request (\"Failed to set/clear process event listen\"); run keepalived "
+        "in the host's network namespace on a kernel with process events, or track the process with a vrrp script "
         "(lvs_director_vrrp_scripts, e.g. pidof) instead"
     ]
 

@@ -1,12 +1,15 @@
-"""Track processes need the kernel's process events connector, which the kernel serves in the initial network
-namespace only: the role's probe (vars/main.yml, lvs_director_process_events_probe) and the preflight's refusal.
+"""Track processes need the kernel's process events, which the kernel sends only with CONFIG_PROC_EVENTS and only in
+the initial network namespace: the role's probe (vars/main.yml, lvs_director_process_events_probe) and the
+preflight's refusal. (The lab's user-mode Linux guests, built without CONFIG_PROC_EVENTS, show the probe's other
+refusal in lvs-uml.)
 
 keepalived.conf(5) (2.2.7), "VRRP track processes": keepalived reads /proc at its start and then "uses the
 process_events kernel <-> userspace connector to receive notification of process changes". The oracle below runs the
 real keepalived 2.2.7 in a network namespace of its own with a process it tracks running: it logs "Failed to set/clear
 process event listen - errno 111 - Connection refused" and holds the instance in FAULT ("tracked process ... quorum not
-achieved"). The probe makes the same request (PROC_CN_MCAST_LISTEN, then PROC_CN_MCAST_IGNORE) and is answered in
-this machine's own namespace and refused in a new one. The namespace tests need root and `ip`; they skip otherwise.
+achieved"). The probe makes the same request (PROC_CN_MCAST_LISTEN), starts and ends a process, waits for an event
+and undoes the request (PROC_CN_MCAST_IGNORE): answered in this machine's own namespace, refused in a new one. The
+namespace tests need root and `ip`; they skip otherwise.
 """
 
 from __future__ import annotations
@@ -44,11 +47,12 @@ def haproxy_tracked():
 
 def test_an_instance_tracking_a_process_where_the_kernel_refuses_process_events_is_refused():
     assert errors(REFUSED, **haproxy_tracked()) == [
-        "dir1: lvs_director_vrrp_instances VI_LVS track processes, but this host's kernel refuses keepalived the "
-        f"process events it tracks them by ({REFUSED}): it serves them only in the initial network namespace, not in "
-        "a container's or an ip netns one, so keepalived would log \"Failed to set/clear process event listen\" and "
-        "hold each instance that tracks a process in FAULT (or at a lowered priority) however many run; run "
-        "keepalived in the host's network namespace, or track the process with a vrrp script "
+        "dir1: lvs_director_vrrp_instances VI_LVS track processes, but keepalived would learn of no process start or "
+        f"end on this host ({REFUSED}): the kernel sends process events only when built with CONFIG_PROC_EVENTS, and "
+        "only in the initial network namespace, not in a container's own or an ip netns one. An instance that tracks "
+        "a process would keep the state it had when keepalived started, or stay in FAULT where the kernel refuses "
+        "keepalived's request (\"Failed to set/clear process event listen\"); run keepalived in the host's network "
+        "namespace on a kernel with process events, or track the process with a vrrp script "
         "(lvs_director_vrrp_scripts, e.g. pidof) instead"
     ]
 
