@@ -284,6 +284,30 @@ def parse_proc_ip_vs_conn(text: str, destination: str | None = None) -> list[dic
     return entries
 
 
+# IPVS's timeout of a TCP entry in SYN_RECV, fixed in the kernel (ip_vs_proto_tcp.c, tcp_timeouts: 60 s; ipvsadm --set
+# changes only tcp, tcpfin and udp). In DR the director sees the client's half of a connection only: SYN_RECV is an
+# entry whose client sent a SYN and no ACK since, and each SYN the client sends again starts the 60 s anew.
+SYN_RECV_TIMEOUT_S = 60
+# A handshake younger than this may still complete: Linux resends an unanswered SYN after 1 s and again 2 s later
+# (RFC 6298's initial 1 s timeout, doubled), so a client still trying has refreshed its entry within 3 s.
+HANDSHAKE_IN_FLIGHT_S = 3
+
+
+def live_connections(entries: list[dict[str, Any]]) -> int:
+    """The connection entries that may still carry a client's connection: ESTABLISHED, and SYN_RECV seen within the
+    last HANDSHAKE_IN_FLIGHT_S.
+
+    The kernel's ActiveConn counter also counts older SYN_RECV entries. A real server that was down while clients
+    connected (a crash, a reboot) leaves one per attempt: the client's SYN reached the director, the real server never
+    answered it, and the client gave up. On the lab's kernel 6.1, 20 s after a reboot, ActiveConn was 18 and the table
+    held 18 SYN_RECV entries and no ESTABLISHED one (fixtures/proc_ip_vs_conn_dr_after_reboot.txt): a drain counting
+    ActiveConn waits until they expire, a minute after the last attempt, for connections that never were.
+    """
+    young = SYN_RECV_TIMEOUT_S - HANDSHAKE_IN_FLIGHT_S
+    return sum(1 for entry in entries if entry["state"] == "ESTABLISHED"
+               or (entry["state"] == "SYN_RECV" and entry["expires_s"] > young))
+
+
 # ---------------------------------------------------------------- /proc/net/ip_vs_stats (hex)
 
 _STATS_TOTAL_KEYS = COUNTER_KEYS

@@ -113,11 +113,13 @@ options:
     default: 250
   connections_of:
     description:
-      - Also list the connection entries IPVS holds to this real server address (C(/proc/net/ip_vs_conn) under
-        I(proc_net_path), either source), counted by state, in RV(connections). It shows what holds a drain - for
-        example ESTABLISHED entries of connections that ended while the real server was down, which IPVS keeps until
-        its tcp timeout because in DR the director never sees the real server's reset.
-    type: str
+      - Also list the connection entries IPVS holds to these real server addresses (C(/proc/net/ip_vs_conn) under
+        I(proc_net_path), either source), counted by state and as live connections, in RV(connections). One address
+        or a list (a real server's IPv4 and IPv6 address). It shows what holds a drain - for example ESTABLISHED
+        entries of connections that ended while the real server was down, which IPVS keeps until its tcp timeout
+        because in DR the director never sees the real server's reset.
+    type: list
+    elements: str
   connections_max:
     description:
       - How many of the entries of I(connections_of) to return, those that expire last first (all are counted).
@@ -231,18 +233,28 @@ connections:
   returned: when connections_of is given
   type: dict
   contains:
-    address:
-      description: The real server address, as the table spells it.
-      type: str
-      sample: 198.18.0.11
+    addresses:
+      description: The real server addresses, as the table spells them.
+      type: list
+      elements: str
+      sample: [198.18.0.11]
     total:
-      description: How many entries IPVS holds to it.
+      description: How many entries IPVS holds to them.
       type: int
       sample: 12
     by_state:
-      description: Entries per state (C(ESTABLISHED) is what IPVS counts as active).
+      description: Entries per state.
       type: dict
       sample: {ESTABLISHED: 12, FIN_WAIT: 3}
+    live:
+      description:
+        - The entries that may still carry a client's connection - C(ESTABLISHED), and C(SYN_RECV) entries whose
+          client sent a SYN within the last 3 s (Linux resends an unanswered SYN 1 s and 3 s after the first).
+        - The kernel's ActiveConn counter also counts older C(SYN_RECV) entries, which a real server that was down
+          while clients connected leaves for 60 s (IPVS's fixed SYN_RECV timeout) after the last attempt; this count
+          leaves them out.
+      type: int
+      sample: 12
     entries:
       description: Up to I(connections_max) entries, those that expire last first.
       type: list
@@ -508,6 +520,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.hpc.balance.plugins.module_utils._addresses import address_spelling, parse_address
 from ansible_collections.hpc.balance.plugins.module_utils._ipvs import (
     IpvsParseError,
+    live_connections,
     merge_ipvsadm,
     parse_ipvsadm,
     parse_proc_ip_vs,
@@ -551,12 +564,15 @@ def _run_ipvsadm(module: AnsibleModule, ipvsadm: str, extra: list[str]) -> str:
     return out
 
 
-def _read_connections(module: AnsibleModule, proc_net_path: str, address: str, limit: int) -> dict[str, Any]:
-    """The connection entries to one real server, counted by state; the ``limit`` that expire last listed."""
+def _read_connections(module: AnsibleModule, proc_net_path: str, addresses: list[str],
+                      limit: int) -> dict[str, Any]:
+    """The connection entries to one real server's addresses, counted by state and as live connections; the
+    ``limit`` that expire last listed."""
     path = os.path.join(proc_net_path, "ip_vs_conn")
     try:
         with open(path) as handle:
-            entries = parse_proc_ip_vs_conn(handle.read(), destination=address)
+            text = handle.read()
+        entries = [entry for address in addresses for entry in parse_proc_ip_vs_conn(text, destination=address)]
     except OSError as exc:
         module.fail_json(msg=f"cannot read {path} for connections_of: {exc}")
     except IpvsParseError as exc:
@@ -565,7 +581,8 @@ def _read_connections(module: AnsibleModule, proc_net_path: str, address: str, l
     for entry in entries:
         by_state[entry["state"]] = by_state.get(entry["state"], 0) + 1
     listed = sorted(entries, key=lambda entry: entry["expires_s"], reverse=True)[:limit]
-    return {"address": address_spelling(address), "total": len(entries), "by_state": by_state, "entries": listed}
+    return {"addresses": [address_spelling(address) for address in addresses], "total": len(entries),
+            "by_state": by_state, "live": live_connections(entries), "entries": listed}
 
 
 def _read_ipvsadm(module: AnsibleModule, ipvsadm: str) -> dict[str, Any]:
@@ -629,7 +646,7 @@ def main() -> None:
             proc_net_path=dict(type="path", default="/proc/net"),
             kernel_hz=dict(type="int", default=250),
             real_server_names=dict(type="dict", default={}),
-            connections_of=dict(type="str"),
+            connections_of=dict(type="list", elements="str"),
             connections_max=dict(type="int", default=20),
         ),
         supports_check_mode=True,
@@ -650,9 +667,10 @@ def main() -> None:
             module.fail_json(msg=f"virtual_address {params['virtual_address']!r} is not an IPv4 or IPv6 address; "
                                  f"give the VIP, e.g. 198.18.0.100")
 
-    if params["connections_of"] is not None and parse_address(params["connections_of"]) is None:
-        module.fail_json(msg=f"connections_of {params['connections_of']!r} is not an IPv4 or IPv6 address; give a "
-                             f"real server's address, e.g. 198.18.0.11")
+    for real_server in params["connections_of"] or []:
+        if parse_address(real_server) is None:
+            module.fail_json(msg=f"connections_of {real_server!r} is not an IPv4 or IPv6 address; give a real "
+                                 f"server's address, e.g. 198.18.0.11")
     if params["connections_max"] < 0:
         module.fail_json(msg=f"connections_max is {params['connections_max']}: give how many entries to list, "
                              f"e.g. 20, or 0 to only count them")
