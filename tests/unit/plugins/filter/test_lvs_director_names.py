@@ -25,7 +25,6 @@ def instance_block(name):
             f"    virtual_ipaddress {{\n        {VIP}/32\n    }}\n}}\n")
 
 
-
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
 @pytest.mark.parametrize("name", BREAKING + READABLE)
 def test_the_oracle_keepalived_refuses_exactly_the_names_the_preflight_refuses(tmp_path, name):

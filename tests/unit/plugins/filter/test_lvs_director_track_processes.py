@@ -24,7 +24,6 @@ from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_dire
 KEY = "dir{n}: lvs_director_track_processes[haproxy]"
 
 
-
 def track(weight=0, process="haproxy", **fields):
     return [{"name": "haproxy", "process": process, "weight": weight, **fields}]
 
@@ -51,7 +50,7 @@ def test_a_process_that_faults_and_a_weighted_process_pass():
     assert pair_errors(track_processes=track(0, delay_s=2), vrrp_instances=tracked()) == []
     assert pair_errors(track_processes=track(-60, quorum=2, quorum_max=8), vrrp_instances=tracked()) == []
     assert pair_errors(track_processes=track(0, process=["/usr/sbin/haproxy", "-f", "/etc/haproxy/haproxy.cfg"],
-                                        param_match="initial"), vrrp_instances=tracked()) == []
+                                             param_match="initial"), vrrp_instances=tracked()) == []
 
 
 @pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
