@@ -47,6 +47,8 @@ TRACK_FILE_DEFAULTS: dict[str, Any] = {"weight": 1, "init_value": None, "init_ov
 # otherwise the weight is added to (or, negative, taken from) their priority. keepalived.conf(5) gives weight 1 as the
 # default, but keepalived 2.2.7 starts a block at 0 (its config test refuses a second weight line only after a non-zero
 # one: "Weight already set for track process"), so the role keeps the man page's 1 and the template always writes it.
+# A track process's delays, in seconds (keepalived's delay, fork_delay, terminate_delay).
+TRACK_PROCESS_DELAY_KEYS = ("fork_delay_s", "terminate_delay_s", "delay_s")
 TRACK_PROCESS_DEFAULTS: dict[str, Any] = {
     "weight": 1, "reverse": False, "param_match": None, "quorum": None, "quorum_max": None,
     "fork_delay_s": None, "terminate_delay_s": None, "delay_s": None, "full_command": False,
@@ -303,7 +305,7 @@ def _resolve_track_process(track_process: Any, index: int) -> dict[str, Any]:
     resolved["param_match"] = None if resolved["param_match"] in (None, "") else str(resolved["param_match"])
     for key in ("quorum", "quorum_max"):
         resolved[key] = _optional(resolved[key], _int, f"{what}.{key}")
-    for key in ("fork_delay_s", "terminate_delay_s", "delay_s"):
+    for key in TRACK_PROCESS_DELAY_KEYS:
         resolved[key] = _optional(resolved[key], _number, f"{what}.{key}")
     for key in ("reverse", "full_command"):
         resolved[key] = _flag(resolved[key], f"{what}.{key}")

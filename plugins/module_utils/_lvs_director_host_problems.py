@@ -18,6 +18,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config i
     NOTIFY_KEYS,
     REAL_SERVER_SCRIPT_KEYS,
     SYNC_GROUP_DEFAULTS,
+    TRACK_PROCESS_DELAY_KEYS,
     address_family,
 )
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import (
@@ -88,7 +89,6 @@ TRACK_PROCESS_WEIGHT_RANGE = (-254, 254)
 QUORUM_RANGE = (1, 65535)
 QUORUM_MAX_RANGE = (0, 65535)
 PROCESS_DELAY_RANGE_S = (0.000001, 3600)
-PROCESS_DELAY_KEYS = ("fork_delay_s", "terminate_delay_s", "delay_s")
 PARAM_MATCHES = ("initial", "partial")
 COMM_MAX_BYTES = 15
 # What an instance tracks by name: (its list of names, the config key that defines them, the role variable).
@@ -202,6 +202,11 @@ def _instance_problems(host: str, config: dict[str, Any], instance: dict[str, An
     return [finding([host], message) for message in found]
 
 
+def _repeated(names: list[str]) -> list[str]:
+    """The names that occur more than once, sorted."""
+    return sorted({name for name in names if names.count(name) > 1})
+
+
 def _tracked(config: dict[str, Any], instance: dict[str, Any] | None, kind: str,
              defined_in: str) -> list[tuple[str, dict[str, Any] | None]]:
     """(name, its definition or None) of each script, file or process the instance tracks, in the instance's order.
@@ -222,7 +227,7 @@ def _instance_process_problems(instance: dict[str, Any], key: str) -> list[str]:
     """An instance's own track_process lines keepalived refuses: a name twice, a weight outside -254..254."""
     found = []
     names = [item["name"] for item in instance["track_processes"]]
-    for name in sorted({name for name in names if names.count(name) > 1}):
+    for name in _repeated(names):
         found.append(f"{key}.track_processes names '{name}' twice, which keepalived refuses (\"duplicate "
                      f"track_process {name} - ignoring\"); list it once")
     for item in instance["track_processes"]:
@@ -482,7 +487,7 @@ def _track_file_problems(host: str, config: dict[str, Any]) -> list[str]:
     """Track files keepalived would refuse or read elsewhere: a duplicate name, a relative path, a weight off range."""
     found = []
     names = [track["name"] for track in config["track_files"]]
-    for name in sorted({name for name in names if names.count(name) > 1}):
+    for name in _repeated(names):
         found.append(f"{host}: lvs_director_track_files has two entries named '{name}'; rename one")
     for track in config["track_files"]:
         key = f"{host}: lvs_director_track_files[{track['name']}]"
@@ -501,7 +506,7 @@ def _track_process_problems(host: str, config: dict[str, Any]) -> list[str]:
     quorum_max, a process name /proc/PID/comm cannot hold."""
     found = []
     names = [track["name"] for track in config["track_processes"]]
-    for name in sorted({name for name in names if names.count(name) > 1}):
+    for name in _repeated(names):
         found.append(f"{host}: lvs_director_track_processes has two entries named '{name}', and keepalived tracks "
                      "only the first; rename one")
     for track in config["track_processes"]:
@@ -531,7 +536,7 @@ def _process_range_problems(key: str, track: dict[str, Any]) -> list[str]:
     for field, (low, high) in (("quorum", QUORUM_RANGE), ("quorum_max", QUORUM_MAX_RANGE)):
         if track[field] is not None and _out_of_range(track[field], low, high):
             found.append(f"{key}.{field} is {track[field]}; keepalived takes {low} to {high}")
-    for field in PROCESS_DELAY_KEYS:
+    for field in TRACK_PROCESS_DELAY_KEYS:
         value = track[field]
         if value is not None and (_out_of_range(value, *PROCESS_DELAY_RANGE_S) or round(value * 1e6, 3) % 1):
             found.append(f"{key}.{field} is {value}; keepalived takes 0.000001 to 3600 seconds in whole "
@@ -586,7 +591,7 @@ def host_problems(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[di
         )
     errors += [finding([host], message) for message in _name_problems(host, config)]
     names = [instance["name"] for instance in config["vrrp_instances"]]
-    for name in sorted({name for name in names if names.count(name) > 1}):
+    for name in _repeated(names):
         errors.append(
             finding([host], f"{host}: lvs_director_vrrp_instances has two instances named '{name}'; rename one")
         )
@@ -783,7 +788,7 @@ def _sync_group_problems(host: str, config: dict[str, Any]) -> list[str]:
     found = []
     instances = {instance["name"]: instance for instance in config["vrrp_instances"]}
     names = [group["name"] for group in config["vrrp_sync_groups"]]
-    for name in sorted({name for name in names if names.count(name) > 1}):
+    for name in _repeated(names):
         found.append(f"{host}: lvs_director_vrrp_sync_groups has two groups named '{name}'; rename one")
     member_of = defaultdict(list)
     for group in config["vrrp_sync_groups"]:
