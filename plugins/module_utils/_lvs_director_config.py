@@ -27,15 +27,24 @@ INSTANCE_DEFAULTS: dict[str, Any] = {
     "track_files": [],
     "track_processes": [],
     "track_interfaces": [],
+    "virtual_routes": [],
     "notify": None,
     "notify_master": None,
     "notify_backup": None,
     "notify_fault": None,
+    "notify_stop": None,
 }
-NOTIFY_KEYS = ("notify_master", "notify_backup", "notify_fault", "notify")
+# notify_stop runs when keepalived's VRRP process stops (keepalived.conf(5), vrrp_instance and vrrp_sync_group).
+NOTIFY_KEYS = ("notify_master", "notify_backup", "notify_fault", "notify_stop", "notify")
+# A route of a VRRP instance's virtual_routes: keepalived adds it on becoming MASTER and deletes it on leaving MASTER
+# (keepalived.conf(5), "virtual_routes"). `track` (keepalived's default): a route deleted by someone else faults the
+# instance; keepalived can follow only a route with an interface (dev). Otherwise written with no_track.
+ROUTE_DEFAULTS: dict[str, Any] = {
+    "via": None, "dev": None, "src": None, "table": None, "metric": None, "blackhole": False, "track": True,
+}
 # A vrrp_sync_group: instances that change state together, with notify scripts of the group (keepalived.conf(5)).
 SYNC_GROUP_DEFAULTS: dict[str, Any] = {
-    "notify": None, "notify_master": None, "notify_backup": None, "notify_fault": None,
+    "notify": None, "notify_master": None, "notify_backup": None, "notify_fault": None, "notify_stop": None,
 }
 VRRP_SCRIPT_DEFAULTS: dict[str, Any] = {"interval_s": 1, "timeout_s": None, "fall": None, "rise": None, "weight": None}
 # A track_file: keepalived reads a number from the file whenever it changes (keepalived.conf(5), "Track files"). With
@@ -86,6 +95,9 @@ CHECK_DEFAULTS: dict[str, Any] = {
     "payload_hex": None,
     "dns_type": None,
     "dns_name": None,
+    # The MD5 of the page's body as keepalived's genhash prints it (HTTP_GET, SSL_GET): with status_code, both must
+    # match (keepalived.conf(5), "url": "healthcheck needs digest or status_code and digest").
+    "digest": None,
 }
 CHECK_TYPES = ("TCP_CHECK", "HTTP_GET", "SSL_GET", "UDP_CHECK", "DNS_CHECK", "PING_CHECK", "MISC_CHECK", "none")
 # The check a service gets when it names none: a connect for TCP, a UDP probe for UDP, an ICMP echo for SCTP.
@@ -164,6 +176,40 @@ def _resolve_check(check: dict | None, default: dict, what: str, protocol: str =
     return merged
 
 
+def _resolve_checks(entry: dict, inherited: list[dict], what: str, protocol: str) -> list[dict[str, Any]]:
+    """A service's or a real server's health checks. keepalived runs every checker of a real server and counts it up
+    only while none has failed (keepalived 2.2.7, check_data.h: real_server_t.num_failed_checkers).
+
+    `checks` lists them, each over the role's defaults; `check` gives one, over the inherited one (a real server's
+    over its service's, which then must have one); neither keeps the inherited ones."""
+    single, several = entry.get("check"), entry.get("checks")
+    if single is not None and several is not None:
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: {what} sets both check and checks; keep one (checks lists several)"
+        )
+    if several is not None:
+        if not isinstance(several, (list, tuple)) or not several:
+            raise LvsDirectorConfigError(
+                f"lvs_director_resolve: {what}.checks is {several!r}; list one or more checks (type none for no "
+                "check)"
+            )
+        return [_resolve_check(check, CHECK_DEFAULTS, f"{what}.checks[{index}]", protocol)
+                for index, check in enumerate(several)]
+    if len(inherited) > 1:
+        if single is None:
+            return [dict(check) for check in inherited]
+        raise LvsDirectorConfigError(
+            f"lvs_director_resolve: {what}.check would change one of its service's {len(inherited)} checks; give "
+            "it a list of its own in checks"
+        )
+    return [_resolve_check(single, inherited[0], f"{what}.check", protocol)]
+
+
+def check_names(checks: list[dict[str, Any]]) -> list[str]:
+    """How messages name each of a real server's checks: 'check' when it has one, else 'checks[0]', 'checks[1]'."""
+    return ["check"] if len(checks) == 1 else [f"checks[{index}]" for index in range(len(checks))]
+
+
 def _resolve_instance(instance: Any, host_defaults: dict[str, Any], index: int) -> dict[str, Any]:
     what = f"lvs_director_vrrp_instances[{index}]"
     if not isinstance(instance, dict) or not instance.get("name"):
@@ -199,6 +245,10 @@ def _resolve_instance(instance: Any, host_defaults: dict[str, Any], index: int) 
         for position, item in enumerate(resolved["track_processes"])
     ]
     resolved["track_interfaces"] = [str(name) for name in resolved["track_interfaces"]]
+    resolved["virtual_routes"] = [
+        _resolve_route(route, f"{what}.virtual_routes[{position}]")
+        for position, route in enumerate(resolved["virtual_routes"])
+    ]
     for key in NOTIFY_KEYS:
         resolved[key] = None if resolved[key] in (None, "") else str(resolved[key])
     return resolved
@@ -238,8 +288,8 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
             "port": _int(sorry["port"] if sorry.get("port") is not None else resolved["port"],
                          f"{what}.sorry_server.port"),
         }
-    check = _resolve_check(server.get("check"), CHECK_DEFAULTS, f"{what}.check", resolved["protocol"])
-    resolved["check"] = check
+    checks = _resolve_checks(server, [CHECK_DEFAULTS], what, resolved["protocol"])
+    resolved["checks"] = checks
     real_servers = []
     for real in server.get("real_servers") or []:
         real_what = f"{what}.real_servers[{real.get('address')}]"
@@ -256,7 +306,7 @@ def _resolve_virtual_server(server: Any, index: int, inhibit_on_failure: bool = 
                 "drained": address_spelling(real["address"]) in drained,
                 "notify_up": None if not real.get("notify_up") else str(real["notify_up"]),
                 "notify_down": None if not real.get("notify_down") else str(real["notify_down"]),
-                "check": _resolve_check(real.get("check"), check, f"{real_what}.check", resolved["protocol"]),
+                "checks": _resolve_checks(real, checks, real_what, resolved["protocol"]),
             }
         )
     resolved["real_servers"] = real_servers
@@ -310,6 +360,34 @@ def _resolve_track_process(track_process: Any, index: int) -> dict[str, Any]:
     for key in ("reverse", "full_command"):
         resolved[key] = _flag(resolved[key], f"{what}.{key}")
     return resolved
+
+
+def _resolve_route(route: Any, what: str) -> dict[str, Any]:
+    """{to, via, dev, src, table, metric, blackhole, track} -> the same with text as text, numbers as numbers, and the
+    family of `to` (None when it is no address: lvs_director_problems names it)."""
+    if not isinstance(route, dict) or route.get("to") in (None, ""):
+        raise LvsDirectorConfigError(f"lvs_director_resolve: {what} needs to (the destination, e.g. 198.18.0.240/28)")
+    resolved = dict(ROUTE_DEFAULTS)
+    resolved.update({key: value for key, value in route.items() if value is not None})
+    resolved["to"] = str(resolved["to"]).strip()
+    for key in ("via", "dev", "src"):
+        resolved[key] = None if resolved[key] in (None, "") else str(resolved[key]).strip()
+    for key in ("table", "metric"):
+        resolved[key] = _optional(resolved[key], _int, f"{what}.{key}")
+    for key in ("blackhole", "track"):
+        resolved[key] = _flag(resolved[key], f"{what}.{key}")
+    resolved["family"] = address_family(resolved["to"])
+    resolved["spelling"] = route_spelling(resolved)
+    return resolved
+
+
+def route_spelling(route: dict[str, Any]) -> str:
+    """A virtual route as keepalived's virtual_routes and `ip route del` read it, without src and no_track:
+    'blackhole 198.18.0.240/28', '198.18.0.224/28 via 198.18.0.1 dev eth0 metric 5 table 100'."""
+    words = ["blackhole"] if route["blackhole"] else []
+    words.append(route["to"])
+    words += [f"{key} {route[key]}" for key in ("via", "dev", "metric", "table") if route[key] is not None]
+    return " ".join(words)
 
 
 def _resolve_instance_process(item: Any, what: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config i
     SYNC_GROUP_DEFAULTS,
     TRACK_PROCESS_DELAY_KEYS,
     address_family,
+    check_names,
 )
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import (
     FAMILY_NAMES,
@@ -27,6 +28,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings
     finding,
     vip_address,
 )
+from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_route_problems import route_problems
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_scripts import script_problems
 
 # keepalived caps a VRRPv2 password at 8 characters and silently ignores the rest.
@@ -273,7 +275,9 @@ def _quote_problems(host: str, config: dict[str, Any]) -> list[str]:
         for real in server["real_servers"]:
             real_key = f"{key}.real_servers[{real['address']}]"
             values += [(f"{real_key}.{k}", real[k]) for k in REAL_SERVER_SCRIPT_KEYS]
-            values += [(f"{real_key}.check.{k}", real["check"][k]) for k in ("misc_path", "url_path", "virtualhost")]
+            values += [(f"{real_key}.{name}.{k}", check[k])
+                       for name, check in zip(check_names(real["checks"]), real["checks"])
+                       for k in ("misc_path", "url_path", "virtualhost")]
     for key, value in values:
         if value is not None and _unquotable(value):
             found.append(f"{host}: {key} is {value!r}, which holds a double quote, a backslash or a line break that "
@@ -318,7 +322,7 @@ def _virtual_server_problems(host: str, config: dict[str, Any], server: dict[str
         if endpoint in seen:
             errors.append(f"{key}.real_servers lists {real['address']}:{real['port']} more than once; keep one entry")
         seen.add(endpoint)
-        errors += _check_problems(f"{key}.real_servers[{real['address']}].check", server, real["check"])
+        errors += _checks_problems(f"{key}.real_servers[{real['address']}]", server, real["checks"])
         if real["port"] != server["port"]:
             errors.append(
                 f"{key}.real_servers[{real['address']}].port is {real['port']} but DR cannot rewrite ports; use port "
@@ -353,6 +357,16 @@ def _virtual_server_problems(host: str, config: dict[str, Any], server: dict[str
     return [finding([host], m) for m in errors], [finding([host], m) for m in warnings]
 
 
+def _checks_problems(key: str, server: dict[str, Any], checks: list[dict[str, Any]]) -> list[str]:
+    """A real server's checks: each on its own, and `none` only alone (it means no check at all)."""
+    found = []
+    for name, check in zip(check_names(checks), checks):
+        found += _check_problems(f"{key}.{name}", server, check)
+    if len(checks) > 1 and any(check["type"] == "none" for check in checks):
+        found.append(f"{key}.checks lists type none beside other checks; drop it (none means no check at all)")
+    return found
+
+
 def _check_problems(key: str, server: dict[str, Any], check: dict[str, Any]) -> list[str]:
     """One real server's check against its service: a kind that fits the protocol, values keepalived can read."""
     found = []
@@ -383,6 +397,13 @@ def _check_problems(key: str, server: dict[str, Any], check: dict[str, Any]) -> 
         found.append(
             f"{key}.status_code is {check['status_code']!r}; use codes or ranges from 100 to 599 separated by spaces, "
             "e.g. 200-299 (keepalived's default) or 200 301"
+        )
+    if kind in ("HTTP_GET", "SSL_GET") and check["digest"] is not None and not re.fullmatch(
+        r"[0-9a-fA-F]{32}", str(check["digest"])
+    ):
+        found.append(
+            f"{key}.digest is {check['digest']!r}, which keepalived refuses; use the 32 hexadecimal digits of the "
+            "page's MD5 as keepalived's genhash prints them"
         )
     if kind == "UDP_CHECK" and check["payload_hex"] and not re.fullmatch(r"[0-9a-fA-F ]+", str(check["payload_hex"])):
         found.append(f"{key}.payload_hex is {check['payload_hex']!r}; use hexadecimal digits, e.g. 68656c6c6f")
@@ -597,6 +618,7 @@ def host_problems(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[di
         )
     for instance in config["vrrp_instances"]:
         errors += _instance_problems(host, config, instance)
+    errors += [finding([host], message) for message in route_problems(host, config)]
     errors += [finding([host], m) for m in _vrid_problems(host, config) + _sync_group_problems(host, config)]
     endpoints = [(s["address"], s["port"], s["protocol"]) for s in config["virtual_servers"]]
     for address, port, protocol in sorted({e for e in endpoints if endpoints.count(e) > 1}):

@@ -20,6 +20,7 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings
     finding,
     vip_address,
 )
+from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_route_problems import peer_route_problems
 
 # Keys of one virtual server that must be the same on every director that can hold its VIP.
 PEER_VIRTUAL_SERVER_KEYS = ("lvs_sched", "lvs_method", "persistence_timeout_s", "persistence_granularity",
@@ -130,13 +131,19 @@ def _check_view(check: dict[str, Any]) -> str:
     return f"{check['type']} ({settings})" if settings else str(check["type"])
 
 
+def _checks_view(checks: list[dict[str, Any]]) -> str:
+    """A real server's or service's checks as one comparable text (keepalived runs them all; their order is not
+    significant)."""
+    return " + ".join(sorted(_check_view(check) for check in checks))
+
+
 def _virtual_server_view(server: dict[str, Any]) -> dict[str, Any]:
     """What a client gets from a virtual server, comparable between directors."""
     view = {key: server[key] for key in PEER_VIRTUAL_SERVER_KEYS if key not in ("real_servers", "check")}
-    view["check"] = _check_view(server["check"])
+    view["check"] = _checks_view(server["checks"])
     view["real_servers"] = sorted(
         f"{real['address']}:{real['port']} weight {real['weight']}{' drained' if real['drained'] else ''} "
-        f"{_check_view(real['check'])}"
+        f"{_checks_view(real['checks'])}"
         for real in server["real_servers"]
     )
     return view
@@ -338,7 +345,7 @@ def _lifted_backup_warnings(configs: list[dict[str, Any]]) -> list[dict[str, Any
 def peer_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every error across the directors of a play (each finding names the hosts it stops)."""
     return (_peer_problems(configs) + _unicast_peer_problems(configs) + _peer_virtual_server_problems(configs)
-            + _shared_address_problems(configs) + _sync_group_problems(configs))
+            + _shared_address_problems(configs) + _sync_group_problems(configs) + peer_route_problems(configs))
 
 
 def peer_warnings(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:

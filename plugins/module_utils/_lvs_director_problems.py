@@ -5,7 +5,8 @@
 ``problems`` reads the resolved configs (``_lvs_director_config.resolve``) of all directors of the play and returns
 ``{"errors": [...], "warnings": [...]}``, one sentence each, naming the host, the variable and the fix. The checks
 live by concern: one director's settings (``_lvs_director_host_problems``), across directors
-(``_lvs_director_peer_problems``), scripts (``_lvs_director_scripts``). Directors against their real servers are
+(``_lvs_director_peer_problems``), scripts (``_lvs_director_scripts``), virtual routes
+(``_lvs_director_route_problems``). Directors against their real servers are
 checked by ``_lvs_pool_problems``, in the play that sees both.
 """
 

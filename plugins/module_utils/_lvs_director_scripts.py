@@ -18,6 +18,7 @@ from typing import Any
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import (
     NOTIFY_KEYS,
     REAL_SERVER_SCRIPT_KEYS,
+    check_names,
 )
 
 # keepalived's standard definitions (lib/parser.c, set_std_definitions): read_line replaces $NAME (followed by a
@@ -71,8 +72,9 @@ def _commands(config: dict[str, Any]) -> list[tuple[str, str]]:
                 named.append((server[notify], f"{key}.{notify}"))
         for real in server["real_servers"]:
             real_key = f"{key}.real_servers[{real['address']}]"
-            if real["check"]["type"] == "MISC_CHECK" and real["check"]["misc_path"]:
-                named.append((real["check"]["misc_path"], f"{real_key}.check.misc_path"))
+            for name, check in zip(check_names(real["checks"]), real["checks"]):
+                if check["type"] == "MISC_CHECK" and check["misc_path"]:
+                    named.append((check["misc_path"], f"{real_key}.{name}.misc_path"))
             for notify in REAL_SERVER_SCRIPT_KEYS:
                 if real[notify]:
                     named.append((real[notify], f"{real_key}.{notify}"))

@@ -12,6 +12,7 @@ import uuid
 import pytest
 from lvs_role_files import KEEPALIVED, keepalived_config_test
 
+from ansible_collections.hpc.balance.plugins.filter.lvs_director import lvs_director_resolve
 from ansible_collections.hpc.balance.plugins.filter.lvs_director_firewall import lvs_director_firewall_rules
 
 NFT = shutil.which("nft") or shutil.which("nft", path="/usr/sbin")
@@ -97,14 +98,10 @@ def test_nft_check_fails_on_a_broken_rule_so_the_validation_can_fail(render, tmp
 
 
 def render_keepalived(render, sync_daemon):
-    config = {"host": "dir1", "router_id": "dir1", "max_auto_priority": None, "lvs_timeouts": {},
-              "vrrp_scripts": [], "virtual_servers": [],
-              "vrrp_instances": [{"name": "VI_LVS", "state": "MASTER", "interface": "eth0", "virtual_router_id": 51,
-                                  "priority": 150, "vrrp_version": 3, "advert_int_s": 1, "nopreempt": False,
-                                  "preempt_delay_s": None, "auth_pass": None, "unicast_src_ip": None,
-                                  "unicast_peers": None, "virtual_ipaddresses": ["198.18.0.100/32"],
-                                  "track_interfaces": [], "track_scripts": [], "notify_master": None,
-                                  "notify_backup": None, "notify_fault": None, "notify": None}]}
+    config = lvs_director_resolve({
+        "host": "dir1", "interface": "eth0", "state": "MASTER", "priority": 150,
+        "vrrp_instances": [{"name": "VI_LVS", "virtual_router_id": 51, "virtual_ipaddresses": ["198.18.0.100"]}],
+    })
     return render("lvs_director", "keepalived.conf.j2", lvs_director_resolved=config,
                   lvs_director_global_defs_extra=[], lvs_director_sync_daemon=sync_daemon)
 

@@ -39,7 +39,7 @@ def everything():
              "track_scripts": ["chk_true"], "track_files": ["lower_by"], "track_interfaces": ["lo"],
              "track_processes": ["nginx", {"name": "haproxy", "weight": -40}],
              "unicast_src_ip": "198.18.0.11", "unicast_peers": ["198.18.0.12"],
-             "notify_master": "/bin/true master", "notify": "/bin/true"},
+             "notify_master": "/bin/true master", "notify_stop": "/bin/true stop", "notify": "/bin/true"},
             {"name": "VI_V2", "virtual_router_id": 52, "vrrp_version": 2, "advert_int_s": 1, "state": "BACKUP",
              "nopreempt": True, "auth_pass": "s3cret", "virtual_ipaddresses": ["198.18.0.102"]},
             {"name": "VI_DELAY", "virtual_router_id": 53, "state": "BACKUP", "preempt_delay_s": 5,
@@ -50,7 +50,7 @@ def everything():
             {"name": "VI_V6", "virtual_router_id": 54, "virtual_ipaddresses": ["2001:db8::100"]},
         ],
         "vrrp_sync_groups": [{"name": "G_LVS", "instances": ["VI_V4", "VI_V6"], "notify_master": "/bin/true master",
-                              "notify": "/bin/true"}],
+                              "notify_stop": "/bin/true stop", "notify": "/bin/true"}],
         "virtual_servers": [
             {"address": "198.18.0.100", "port": 80, "lvs_sched": "wrr", "persistence_timeout_s": 300, "quorum": 2,
              "sorry_server": {"address": "198.18.0.30"},
@@ -60,6 +60,15 @@ def everything():
             {"address": "198.18.0.100", "port": 53, "protocol": "UDP", "lvs_sched": "rr",
              "check": {"type": "MISC_CHECK", "misc_path": "/bin/true", "misc_timeout_s": 4},
              "real_servers": [{"address": "198.18.0.21"}]},
+            # Several checks per real server (keepalived.conf(5): "healthcheckers. Can be multiple of each type"), one
+            # with the page's MD5 as genhash prints it.
+            {"address": "198.18.0.102", "port": 80,
+             "checks": [{"type": "TCP_CHECK"},
+                        {"type": "HTTP_GET", "url_path": "/health", "connect_port": 8080,
+                         "digest": "9b3a0c85a887a256d6939da88aabd8cd"}],
+             "real_servers": [{"address": "198.18.0.21"},
+                              {"address": "198.18.0.22", "checks": [{"type": "MISC_CHECK", "misc_path": "/bin/true"},
+                                                                    {"type": "PING_CHECK"}]}]},
             {"address": "198.18.0.101", "port": 443, "check": {"type": "none"}, "alpha": True,
              "real_servers": [{"address": "198.18.0.21"}]},
             {"address": "198.18.0.101", "port": 444, "lvs_sched": "sh", "scheduler_flags": ["sh-port", "sh-fallback"],
@@ -200,7 +209,7 @@ def test_a_sync_group_lists_its_instances_and_quotes_its_notify_scripts(render):
     text = render_config(render, everything())
     assert (
         "vrrp_sync_group G_LVS {\n    group {\n        VI_V4\n        VI_V6\n    }\n"
-        '    notify_master "/bin/true master"\n    notify "/bin/true"\n}\n'
+        '    notify_master "/bin/true master"\n    notify_stop "/bin/true stop"\n    notify "/bin/true"\n}\n'
     ) in text
 
 
@@ -246,3 +255,14 @@ def test_a_delay_is_written_in_decimals_keepalived_reads(render, tmp_path):
     if KEEPALIVED is not None:
         result = keepalived_config_test(text, tmp_path)
         assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(KEEPALIVED is None, reason="keepalived is not installed")
+def test_keepalived_config_test_cannot_check_a_non_root_script_user_so_the_role_keeps_root(render, tmp_path):
+    """keepalived 2.2.7's config test ends killed by its own SIGTERM (exit 143) once a script runs as another user:
+    the reason the template writes `script_user root` (the role README, "Every script runs as root")."""
+    text = render_config(render, everything())
+    assert "\n    script_user root\n" in text
+    assert keepalived_config_test(text, tmp_path).returncode == 0
+    result = keepalived_config_test(text.replace("\n    script_user root\n", "\n    script_user nobody\n"), tmp_path)
+    assert result.returncode in (-15, 143), (result.returncode, result.stderr)

@@ -76,9 +76,9 @@ def test_resolve_gives_real_servers_the_service_port_and_check():
     real = resolved["virtual_servers"][0]["real_servers"][0]
     assert real["port"] == 80
     assert real["weight"] == 1
-    assert real["check"]["type"] == "HTTP_GET"
-    assert real["check"]["retry"] == 5
-    assert real["check"]["connect_timeout_s"] == 3
+    assert real["checks"][0]["type"] == "HTTP_GET"
+    assert real["checks"][0]["retry"] == 5
+    assert real["checks"][0]["connect_timeout_s"] == 3
 
 
 def test_weights_from_measured_capacity_win_over_the_configured_ones_and_keep_them_in_view():
@@ -105,7 +105,7 @@ def test_weights_that_are_not_a_mapping_are_refused():
 def test_resolve_keeps_a_real_server_check_of_its_own():
     reals = [{"address": "198.18.0.21", "check": {"type": "MISC_CHECK", "misc_path": "/bin/true"}}]
     resolved = lvs_director_resolve(settings("dir1", virtual_servers=server(real_servers=reals)))
-    assert resolved["virtual_servers"][0]["real_servers"][0]["check"]["type"] == "MISC_CHECK"
+    assert resolved["virtual_servers"][0]["real_servers"][0]["checks"][0]["type"] == "MISC_CHECK"
 
 
 def test_resolve_does_not_change_its_input():

@@ -65,7 +65,7 @@ def test_a_false_string_from_extra_vars_or_ini_reads_as_false(value):
     server = resolved["virtual_servers"][0]
     assert [resolved["vrrp_only"], resolved["clients_behind_nat"], resolved["ipvs_available"],
             resolved["vrrp_instances"][0]["nopreempt"], server["inhibit_on_failure"], server["sorry_server_inhibit"],
-            server["alpha"], server["check"]["require_reply"]] == [False] * 8
+            server["alpha"], server["checks"][0]["require_reply"]] == [False] * 8
 
 
 @pytest.mark.parametrize("value", ["true", "yes", "1", "on"])
@@ -258,7 +258,7 @@ def test_a_sync_group_is_resolved_with_its_notify_scripts():
     resolved = lvs_director_resolve(settings("dir1", **{**dual_stack(), "vrrp_sync_groups": [group]}))
     assert resolved["vrrp_sync_groups"] == [{"name": "G_LVS", "instances": ["VI_4", "VI_6"], "notify": None,
                                              "notify_master": "/usr/local/sbin/up master", "notify_backup": None,
-                                             "notify_fault": None}]
+                                             "notify_fault": None, "notify_stop": None}]
 
 
 def test_a_sync_groups_notify_script_is_looked_at_like_the_others():

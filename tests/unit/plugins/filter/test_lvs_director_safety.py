@@ -299,7 +299,7 @@ def test_inhibit_on_failure_is_the_default():  # 7
 @pytest.mark.parametrize(("protocol", "check"), [("TCP", "TCP_CHECK"), ("UDP", "UDP_CHECK"), ("SCTP", "PING_CHECK")])
 def test_a_service_without_a_check_gets_one_that_speaks_its_protocol(protocol, check):  # 2
     config = lvs_director_resolve(settings("dir1", virtual_servers=service(protocol=protocol)))
-    assert {real["check"]["type"] for real in config["virtual_servers"][0]["real_servers"]} == {check}
+    assert {real["checks"][0]["type"] for real in config["virtual_servers"][0]["real_servers"]} == {check}
 
 
 @pytest.mark.parametrize("check", ["UDP_CHECK", "DNS_CHECK", "PING_CHECK"])

@@ -54,8 +54,8 @@ def both_hosts(message):
 
 def test_an_sctp_service_without_a_check_gets_ping_check_and_passes():
     config = lvs_director_resolve(pair_settings("dir1", virtual_servers=service(protocol="SCTP")))
-    assert config["virtual_servers"][0]["check"]["type"] == "PING_CHECK"
-    assert config["virtual_servers"][0]["real_servers"][0]["check"]["type"] == "PING_CHECK"
+    assert config["virtual_servers"][0]["checks"][0]["type"] == "PING_CHECK"
+    assert config["virtual_servers"][0]["real_servers"][0]["checks"][0]["type"] == "PING_CHECK"
     assert findings(virtual_servers=service(protocol="SCTP")) == ([], [])
 
 
@@ -89,7 +89,7 @@ def test_checks_that_work_on_an_sctp_service_are_accepted(check):
 
 def test_a_tcp_service_keeps_tcp_check_by_default():
     config = lvs_director_resolve(pair_settings("dir1", virtual_servers=service()))
-    assert config["virtual_servers"][0]["check"]["type"] == "TCP_CHECK"
+    assert config["virtual_servers"][0]["checks"][0]["type"] == "TCP_CHECK"
 
 
 # ------------------------------------------------------------------------------------------------ granularity (#13)
