@@ -378,6 +378,8 @@ def _resolve_route(route: Any, what: str) -> dict[str, Any]:
         resolved[key] = _flag(resolved[key], f"{what}.{key}")
     resolved["family"] = address_family(resolved["to"])
     resolved["spelling"] = route_spelling(resolved)
+    # The line of keepalived's virtual_routes block, without no_track: the template writes it, peers compare it.
+    resolved["line"] = (f"src {resolved['src']} to " if resolved["src"] else "") + resolved["spelling"]
     return resolved
 
 

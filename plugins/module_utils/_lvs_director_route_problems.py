@@ -96,8 +96,7 @@ def route_problems(host: str, config: dict[str, Any]) -> list[str]:
 
 
 def _route_view(instance: dict[str, Any]) -> list[str]:
-    return sorted(f"{'src ' + route['src'] + ' to ' if route['src'] else ''}{route['spelling']}"
-                  for route in instance["virtual_routes"])
+    return sorted(route["line"] for route in instance["virtual_routes"])
 
 
 def peer_route_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
