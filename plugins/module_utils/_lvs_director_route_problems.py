@@ -39,6 +39,14 @@ def _destination_problem(route: dict[str, Any], key: str) -> str | None:
     return None
 
 
+def _destination(route: dict[str, Any]) -> str:
+    """The destination as the kernel keys it: 198.18.0.240 and 198.18.0.240/32 are one route."""
+    try:
+        return str(ipaddress.ip_network(route["to"], strict=False))
+    except ValueError:
+        return route["to"]
+
+
 def _route_problems(route: dict[str, Any], key: str, known: list[str] | None) -> list[str]:
     """One route: what keepalived's config test or the kernel refuses, and what keepalived cannot track."""
     found = []
@@ -84,7 +92,7 @@ def route_problems(host: str, config: dict[str, Any]) -> list[str]:
         for position, route in enumerate(instance["virtual_routes"]):
             key = f"{host}: lvs_director_vrrp_instances[{instance['name']}].virtual_routes[{position}]"
             found += _route_problems(route, key, config["known_interfaces"])
-            identity = (route["to"], route["table"] or 0, route["metric"] or 0)
+            identity = (_destination(route), route["table"] or 0, route["metric"] or 0)
             if identity in seen:
                 found.append(
                     f"{key} is {route['to']} again (table {identity[1] or 'main'}, metric {identity[2]}), also in "
@@ -99,19 +107,26 @@ def _route_view(instance: dict[str, Any]) -> list[str]:
     return sorted(route["line"] for route in instance["virtual_routes"])
 
 
+def _route_identities(instance: dict[str, Any]) -> list[tuple]:
+    """What keepalived asks the kernel for, whatever the spelling of the destination."""
+    fields = ("via", "dev", "src", "table", "metric", "blackhole", "track")
+    return sorted((_destination(route), *(str(route[field]) for field in fields))
+                  for route in instance["virtual_routes"])
+
+
 def peer_route_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Peers of one instance (the same name) that would add different routes as MASTER."""
     errors = []
     by_name = defaultdict(list)
     for config in configs:
         for instance in config["vrrp_instances"]:
-            by_name[instance["name"]].append((config["host"], _route_view(instance)))
+            by_name[instance["name"]].append((config["host"], _route_view(instance), _route_identities(instance)))
     for name, members in sorted(by_name.items()):
-        if len({tuple(view) for _host, view in members}) > 1:
-            listing = "; ".join(f"{host}: {', '.join(view) or 'none'}" for host, view in members)
+        if len({tuple(identities) for _host, _view, identities in members}) > 1:
+            listing = "; ".join(f"{host}: {', '.join(view) or 'none'}" for host, view, _identities in members)
             errors.append(
                 finding(
-                    [host for host, _view in members],
+                    [host for host, _view, _identities in members],
                     f"lvs_director_vrrp_instances[{name}].virtual_routes differs between peers ({listing}), so a "
                     "failover changes the routes the VIP's holder adds; list the same routes on every director",
                 )

@@ -44,15 +44,15 @@ def rendered(render, *routes):
                   lvs_director_resolved=lvs_director_resolve(settings(routes=routes)))
 
 
-def kernel_adds(route):
+def kernel_adds(route, *added_first):
     """Whether the kernel adds ``route`` (its `ip route` spelling) in a fresh namespace whose eth0 holds 198.18.0.11/24
-    (a veth: the lab's own prefix, nothing leaves the namespace)."""
+    (a veth: the lab's own prefix, nothing leaves the namespace), after the routes ``added_first``."""
     namespace = f"hb-route-{uuid.uuid4().hex[:8]}"
     subprocess.run([IP, "netns", "add", namespace], check=True, timeout=30)
     try:
         for command in (["link", "add", "eth0", "type", "veth", "peer", "name", "eth1"],
                         ["addr", "add", "198.18.0.11/24", "dev", "eth0"], ["link", "set", "eth0", "up"],
-                        ["link", "set", "eth1", "up"]):
+                        ["link", "set", "eth1", "up"], *(["route", "add", *first.split()] for first in added_first)):
             subprocess.run([IP, "-n", namespace, *command], check=True, timeout=30)
         result = subprocess.run([IP, "-n", namespace, "route", "add", *route.split()], capture_output=True,
                                 text=True, timeout=30, check=False)
@@ -139,6 +139,19 @@ def test_one_route_twice_is_refused_as_the_kernel_refuses_the_second():
         "exists\"); keep one"
     ]
     assert route_errors(route, {**route, "metric": 5}) == []
+
+
+@pytest.mark.skipif(not KERNEL, reason="needs root and iproute2")
+def test_a_host_route_written_with_and_without_its_prefix_length_is_one_route_to_the_kernel_and_the_preflight():
+    assert not kernel_adds("198.18.0.240/32 dev eth0", "198.18.0.240 dev eth0")
+    errors = route_errors({"to": "198.18.0.240", "dev": "eth0"}, {"to": "198.18.0.240/32", "dev": "eth0"})
+    assert [error.split(" is ")[0] for error in errors] == [
+        "dir1: lvs_director_vrrp_instances[VI_LVS].virtual_routes[1]"], errors
+    assert "File exists" in errors[0]
+    # Peers spelling one route two ways add the same route: not a difference.
+    configs = [lvs_director_resolve(settings("dir1", [{"to": "198.18.0.240", "dev": "eth0"}])),
+               lvs_director_resolve(settings("dir2", [{"to": "198.18.0.240/32", "dev": "eth0"}]))]
+    assert lvs_director_problems(configs)["errors"] == []
 
 
 def test_peers_that_would_add_different_routes_are_refused():
