@@ -229,7 +229,7 @@ def _sending_addresses(config: dict[str, Any], instance: dict[str, Any]) -> list
     None when they are unknown (facts not gathered)."""
     source = instance["unicast_src_ip"]
     if source:
-        # One of the other family is refused on its own host (_lvs_director_host_problems).
+        # One of the other family is refused on its own host (_lvs_director_vrrp_problems).
         return [str(source)] if address_family(source) == instance["family"] else None
     if config.get("host_addresses") is None:
         return None
@@ -260,7 +260,7 @@ def _unicast_peer_problems(configs: list[dict[str, Any]]) -> list[dict[str, Any]
                 "the other's adverts, so both hold the VIP (split brain); give every director unicast_peers naming "
                 "the others, or drop unicast_src_ip and unicast_peers on all of them")))
         for config, instance in members:
-            # Peers of the other family are refused on their own host (_lvs_director_host_problems).
+            # Peers of the other family are refused on their own host (_lvs_director_vrrp_problems).
             peers = {peer for peer in instance["unicast_peers"] or [] if address_family(peer) == instance["family"]}
             if not peers:
                 continue
