@@ -83,7 +83,7 @@ MOLECULE_SCENARIOS := default lvs-netns lvs-uml gpu-moe
 # netns scenarios slowed by half) and a chain in a scheduling group of its own at niceness 19 (starved until the
 # scenarios ended) both made the run longer than this one chain in the foreground's session.
 BACKGROUND_STEPS := lint sanity units bench-quick galaxy-check $(CORE_STEPS)
-TEST_STEPS := setup test-folders $(addprefix bg:,$(BACKGROUND_STEPS)) moe-test gpu-check ee \
+TEST_STEPS := test-setup test-folders $(addprefix bg:,$(BACKGROUND_STEPS)) moe-test gpu-check ee \
 	$(addprefix molecule:,$(MOLECULE_SCENARIOS))
 # make check runs in two lanes at one priority, so that both cores stay busy: lint, sanity and Galaxy's import
 # checks (one process at a time, mostly) beside the units, the package tests and the quick benchmarks (pytest-xdist).
@@ -127,7 +127,7 @@ GALAXY_ENV = $(TOOL_ENV) \
 	PATH=$(GALAXY_BIN):$$PATH \
 	ANSIBLE_COLLECTIONS_PATH=$(GALAXY_WORK)/collections
 
-.PHONY: help setup apt apt-record venv tools-venv galaxy-venv env lint sanity galaxy-check docs-html units moe-test ee ee-image ee-audit molecule test-folders test check gpu-check \
+.PHONY: help setup test-setup apt apt-record venv tools-venv galaxy-venv env lint sanity galaxy-check docs-html units moe-test ee ee-image ee-audit molecule test-folders test check gpu-check \
 	bench bench-quick demo lab-up \
 	lab-down lab-status lab-image clean
 
@@ -137,6 +137,13 @@ help: ## list the targets
 
 ## ---------------------------------------------------------------- setup
 setup: apt venv ## Debian packages by name, then the pinned virtualenv in .venv/
+
+# make test's first step: setup, and beside it the environments of the background steps that do not need .venv
+# (galaxy-check's, each further ansible-core line's). pip's downloads and unpacking keep one core of two busy (setup
+# alone: 50 % of 2 cores); the chain's steps then start with their environment built.
+CORE_VENV_STAMPS := $(foreach line,$(CORE_MATRIX),$(WORK)/venv-core-$(line)/stamp)
+test-setup: apt
+	@$(MAKE) --no-print-directory -j 4 venv galaxy-venv $(CORE_VENV_STAMPS)
 
 apt: $(APT_STAMP) ## Debian packages of requirements/apt.txt; notes where they differ from requirements/apt-tested.txt
 

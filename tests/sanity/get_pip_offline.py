@@ -11,6 +11,7 @@ the requested release from the configured package index.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -32,8 +33,11 @@ def cache_name() -> str:
 
 
 def place(folder: Path) -> int:
+    """Copy this script in under a name of its own first: make test places it for several lines side by side."""
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(__file__, folder / cache_name())
+    staged = folder / f".{cache_name()}.{os.getpid()}"
+    shutil.copyfile(__file__, staged)
+    staged.replace(folder / cache_name())
     return 0
 
 
