@@ -14,7 +14,7 @@ FAILURE = re.compile(r"^(fatal: \[|failed: \[|ERROR! |\S.*FAILED! =>)")
 TASK = re.compile(r"^(TASK|RUNNING HANDLER) \[")
 FAILED_HOST = re.compile(r"^(?:fatal|failed): \[([^\]]+?)(?: -> [^\]]*)?\]")
 # A later result of a host: it went on after the failure (rescued, or a loop's other items).
-HOST_RESULT = re.compile(r"^(?:ok|changed|skipping|fatal|failed|rescued): \[([^\]]+?)(?: -> [^\]]*)?\]"
+HOST_RESULT = re.compile(r"^(?:ok|changed|skipping|fatal|failed): \[([^\]]+?)(?: -> [^\]]*)?\]"
                          r"|^included: .* for (.+)$")
 RUN_END = re.compile(r"^PLAY RECAP")
 # A top-level key of a result printed by the yaml result format (ANSIBLE_CALLBACK_RESULT_FORMAT=yaml).

@@ -21,13 +21,16 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config i
     SYNC_GROUP_DEFAULTS,
     check_names,
 )
-from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import finding
+from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import (
+    finding,
+    out_of_range,
+    unquotable,
+    whole_positive,
+)
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_route_problems import route_problems
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_scripts import script_problems
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_virtual_server_problems import (
-    out_of_range,
     virtual_server_problems,
-    whole_positive,
 )
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_vrrp_problems import (
     instance_problems,
@@ -36,7 +39,6 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_vrrp_pro
     sync_group_problems,
     track_file_problems,
     track_process_problems,
-    unquotable,
     vrid_problems,
 )
 

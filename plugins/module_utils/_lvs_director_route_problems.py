@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import address_family
-from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import finding
+from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import finding, out_of_range
 
 # The kernel's route table ids and metrics are 32-bit (rtnetlink's RTA_TABLE, RTA_PRIORITY).
 ROUTE_NUMBER_RANGE = (0, 2**32 - 1)
@@ -78,7 +78,7 @@ def _route_problems(route: dict[str, Any], key: str, known: list[str] | None) ->
         )
     for field in ("table", "metric"):
         value = route[field]
-        if value is not None and not ROUTE_NUMBER_RANGE[0] <= value <= ROUTE_NUMBER_RANGE[1]:
+        if out_of_range(value, *ROUTE_NUMBER_RANGE):
             found.append(f"{key}.{field} is {value}; use 0 to {ROUTE_NUMBER_RANGE[1]}")
     return found
 

@@ -7,7 +7,7 @@ IPVS accept: ports, weights, quorum and hysteresis, persistence granularity (che
 mh, the forwarding method the role sets up (DR, which cannot rewrite ports or cross address families), and each real
 server's checks (a kind that speaks the service's protocol, values keepalived 2.2.7 reads). Kept apart from the VRRP
 checks (``_lvs_director_vrrp_problems``) and the host-wide ones (``_lvs_director_host_problems``, which calls
-``virtual_server_problems`` for each virtual server); ``out_of_range`` and ``whole_positive`` serve all three.
+``virtual_server_problems`` for each virtual server).
 """
 
 from __future__ import annotations
@@ -17,7 +17,12 @@ import re
 from typing import Any
 
 from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_config import address_family, check_names
-from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import FAMILY_NAMES, finding
+from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings import (
+    FAMILY_NAMES,
+    finding,
+    out_of_range,
+    whole_positive,
+)
 
 # The only forwarding method the role sets up end to end (VIP on the real servers' lo, ARP kept quiet there).
 SUPPORTED_METHODS = ("DR",)
@@ -156,10 +161,6 @@ def _check_problems(key: str, server: dict[str, Any], check: dict[str, Any]) -> 
     return found
 
 
-def whole_positive(value: Any) -> bool:
-    return isinstance(value, int) and value >= 1
-
-
 def _quorum_problems(key: str, server: dict[str, Any], warnings: list[str]) -> list[str]:
     found = []
     total_weight = sum(real["weight"] for real in server["real_servers"])
@@ -214,10 +215,6 @@ def _pinning_advice(key: str, server: dict[str, Any]) -> str | None:
             "only where sessions need it"
         )
     return None
-
-
-def out_of_range(value: Any, low: float, high: float | None = None) -> bool:
-    return value is not None and (value < low or (high is not None and value > high))
 
 
 def _port_problem(key: str, port: Any) -> list[str]:

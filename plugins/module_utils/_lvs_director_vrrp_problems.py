@@ -23,9 +23,10 @@ from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_findings
     FAMILY_NAMES,
     PRIORITY_RANGE,
     finding,
+    out_of_range,
+    unquotable,
     vip_address,
 )
-from ansible_collections.hpc.balance.plugins.module_utils._lvs_director_virtual_server_problems import out_of_range
 
 # keepalived caps a VRRPv2 password at 8 characters and silently ignores the rest.
 AUTH_PASS_MAX_CHARS = 8
@@ -33,11 +34,6 @@ VRID_RANGE = (1, 255)
 # VRRPv2 carries the advert interval in whole seconds (1-255); VRRPv3 in centiseconds (12 bits: 0.01-40.95 s).
 ADVERT_INT_V2_RANGE_S = (1, 255)
 ADVERT_INT_V3_RANGE_S = (0.01, 40.95)
-# An unquoted # or ! starts a comment in keepalived's parser; a " ends a quoted string and cannot be escaped in
-# most keywords, a newline ends the line: such values are quoted (# !) or refused (" \ newline).
-# They live here for auth_pass; _lvs_director_host_problems checks the other quoted values with unquotable.
-COMMENT_CHARS = ("#", "!")
-UNQUOTABLE_CHARS = ('"', "\\", "\n", "\r")
 # keepalived.conf(5) and vrrp_parser.c: preempt_delay 0-1000 s ("Preempt_delay not valid! must be between 0-1000"),
 # which fails `keepalived --config-test`.
 PREEMPT_DELAY_RANGE_S = (0, 1000)
@@ -199,10 +195,6 @@ def _instance_process_problems(instance: dict[str, Any], key: str) -> list[str]:
             found.append(f"{key}.track_processes gives '{item['name']}' weight {item['weight']}; keepalived takes "
                          "-254 to 254")
     return found
-
-
-def unquotable(value: Any) -> bool:
-    return any(char in str(value) for char in UNQUOTABLE_CHARS)
 
 
 def _unicast_problems(config: dict[str, Any], instance: dict[str, Any], key: str) -> list[str]:
